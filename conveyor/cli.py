@@ -1,0 +1,30 @@
+"""The one `conveyor` command. Each subcommand lives beside the part it runs."""
+
+from __future__ import annotations
+
+import click
+
+from conveyor import __version__
+from conveyor.server.cli import server_command
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="conveyor")
+def main() -> None:
+    """Conveyor: an SQS-compatible queue server and worker tier.
+
+    \b
+    conveyor server    run the queue server (SQLite store in --data-dir)
+    conveyor worker    run the worker daemon that POSTs each message to your app
+    conveyor up        server + worker queue + worker daemon in one command
+    """
+
+
+main.add_command(server_command)
+
+try:  # the worker package registers its commands when present
+    from conveyor.worker.cli import register as _register_worker
+
+    _register_worker(main)
+except ImportError:  # pragma: no cover - during bring-up only
+    pass

@@ -1,0 +1,21 @@
+"""The one clock. Services take `now` from here; tests move it instead of sleeping."""
+
+from __future__ import annotations
+
+import time
+
+
+class Clock:
+    """Wall-clock time in milliseconds, plus an offset that only tests move."""
+
+    def __init__(self) -> None:
+        self.offset_ms = 0
+
+    def now_ms(self) -> int:
+        return time.time_ns() // 1_000_000 + self.offset_ms
+
+    def now_s(self) -> int:
+        return self.now_ms() // 1000
+
+    def advance(self, seconds: float) -> None:
+        self.offset_ms += int(seconds * 1000)

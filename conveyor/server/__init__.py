@@ -1,0 +1,1 @@
+"""The queue server: ASGI app, SigV4, long-poll waiters, metrics, CLI."""

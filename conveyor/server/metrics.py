@@ -1,0 +1,28 @@
+"""Prometheus metrics of the queue server."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+__all__ = ["CONTENT_TYPE_LATEST", "ServerMetrics"]
+
+
+class ServerMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "conveyor_requests", "SQS API requests by action and outcome (ok or error code).",
+            ["action", "outcome"], registry=self.registry)
+        self.latency = Histogram(
+            "conveyor_request_seconds", "Time to answer SQS API requests, long polls included.",
+            ["action"], registry=self.registry,
+            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1, 5, 20))
+        self.messages = Gauge(
+            "conveyor_queue_messages", "Messages per queue by state (visible, in_flight, delayed).",
+            ["region", "queue", "state"], registry=self.registry)
+        self.waiting = Gauge("conveyor_long_polls_waiting", "Receivers parked in a long poll.",
+                             registry=self.registry)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,0 +1,31 @@
+"""Queue semantics, one method per SQS action, shared by every store."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from conveyor.service.context import RequestContext
+from conveyor.service.messages import MessageActions, ReceivePlan
+from conveyor.service.queues import QueueActions
+from conveyor.service.redrive import RedriveActions
+from conveyor.sqs.errors import InvalidAction
+
+Action = Callable[[RequestContext, dict[str, Any]], Awaitable[dict[str, Any]]]
+
+__all__ = ["RequestContext", "ReceivePlan", "Service"]
+
+
+class Service(QueueActions, MessageActions, RedriveActions):
+    """The SQS API over a store. `action(name)` finds the method for a wire action."""
+
+    def action(self, name: str) -> Action:
+        method = getattr(self, _snake(name), None)
+        if method is None or name == "ReceiveMessage":
+            raise InvalidAction(f"The action {name} is not valid for this endpoint.")
+        return method
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()

@@ -1,0 +1,63 @@
+"""State and helpers every action shares: the store, limits, clock and queue lookup."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from urllib.parse import urlsplit
+
+from conveyor.clock import Clock
+from conveyor.service.context import RequestContext
+from conveyor.sqs.errors import QueueDoesNotExist
+from conveyor.sqs.limits import Limits
+from conveyor.store.base import QueueRecord, Store
+
+# Called with (queue, number of messages that just became receivable) to wake long polls.
+ReadyHook = Callable[[QueueRecord, int], None]
+
+
+class ServiceBase:
+    def __init__(self, store: Store, limits: Limits, clock: Clock | None = None,
+                 account_id: str = "000000000000", queue_cache_s: float = float("inf")) -> None:
+        self.store = store
+        self.limits = limits
+        self.clock = clock or Clock()
+        self.account_id = account_id
+        self.log = logging.getLogger("conveyor.service")
+        self.on_ready: ReadyHook = lambda queue, count: None
+        # Queue records are read on every call; cache them. A single node invalidates on
+        # each change; shared stores pass a short `queue_cache_s`.
+        self._queue_cache_s = queue_cache_s
+        self._queues: dict[tuple[str, str], tuple[QueueRecord, float]] = {}
+
+    async def queue(self, ctx: RequestContext, url_or_name: str) -> QueueRecord:
+        """Find a queue by URL (any host) or bare name, in the caller's region."""
+        name = queue_name_from(url_or_name, ctx.account_id)
+        key = (ctx.region, name or "")
+        cached = self._queues.get(key)
+        if cached and time.monotonic() - cached[1] < self._queue_cache_s:
+            return cached[0]
+        queue = await self.store.get_queue(ctx.region, name) if name else None
+        if queue is None:
+            raise QueueDoesNotExist()
+        self._queues[key] = (queue, time.monotonic())
+        return queue
+
+    def forget(self, queue: QueueRecord) -> None:
+        self._queues.pop((queue.region, queue.name), None)
+
+    async def check_redrive(self, ctx: RequestContext, queue: QueueRecord) -> None:
+        """Validate a queue's RedrivePolicy / RedriveAllowPolicy (see redrive.py)."""
+        raise NotImplementedError
+
+
+def queue_name_from(url_or_name: str, account_id: str) -> str | None:
+    """`http://host/<account>/<name>` or `<name>` → name; None when it cannot name a queue."""
+    if "/" not in url_or_name:
+        return url_or_name or None
+    path = urlsplit(url_or_name).path if "://" in url_or_name else url_or_name
+    parts = [p for p in path.split("/") if p]
+    if len(parts) != 2 or parts[0] != account_id:
+        return None
+    return parts[1]

@@ -1,0 +1,33 @@
+"""Who is asking, and how queues are named to them: URLs and ARNs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class RequestContext:
+    region: str  # from the SigV4 credential scope
+    account_id: str
+    base_url: str  # scheme://host[:port] as the client addressed us
+    sender_id: str = ""  # the caller's access key id: SenderId of what it sends
+
+    def queue_url(self, name: str) -> str:
+        return f"{self.base_url}/{self.account_id}/{name}"
+
+    def queue_arn(self, name: str, region: str | None = None) -> str:
+        return f"arn:aws:sqs:{region or self.region}:{self.account_id}:{name}"
+
+
+@dataclass(frozen=True)
+class Arn:
+    region: str
+    account_id: str
+    name: str
+
+
+def parse_arn(value: str) -> Arn | None:
+    parts = value.split(":")
+    if len(parts) != 6 or parts[:3] != ["arn", "aws", "sqs"] or not parts[5]:
+        return None
+    return Arn(parts[3], parts[4], parts[5])

@@ -1,0 +1,440 @@
+"""Message actions: send, receive, delete and change visibility, single and batched."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from conveyor.service import validate
+from conveyor.service.base import ServiceBase
+from conveyor.service.context import RequestContext, parse_arn
+from conveyor.sqs.errors import (
+    BatchRequestTooLong,
+    InvalidParameterValue,
+    MessageNotInflight,
+    MissingParameter,
+    ReceiptHandleIsInvalid,
+    SqsError,
+    invalid_value,
+)
+from conveyor.sqs.md5 import md5_of_attributes, md5_of_body
+from conveyor.store.base import (
+    NOT_IN_FLIGHT,
+    STALE,
+    Handle,
+    NewMessage,
+    QueueRecord,
+    Redrive,
+    StoredMessage,
+)
+
+Request = dict[str, Any]
+
+SYSTEM_ATTRIBUTE_NAMES = (
+    "SenderId", "SentTimestamp", "ApproximateReceiveCount", "ApproximateFirstReceiveTimestamp",
+    "SequenceNumber", "MessageDeduplicationId", "MessageGroupId", "AWSTraceHeader",
+    "DeadLetterQueueSourceArn",
+)
+
+
+@dataclass
+class ReceivePlan:
+    """A validated ReceiveMessage: the server's long-poll loop fetches it repeatedly."""
+
+    queue: QueueRecord
+    max_messages: int
+    visibility_ms: int
+    wait_s: int
+    system_names: set[str]
+    attribute_names: list[str]
+    attempt_id: str | None
+
+
+class MessageActions(ServiceBase):
+    # --- send -------------------------------------------------------------------------
+
+    async def send_message(self, ctx: RequestContext, req: Request) -> dict[str, Any]:
+        queue = await self.queue(ctx, req["QueueUrl"])
+        now_ms = self.clock.now_ms()
+        message = self._new_message(ctx, queue, req, now_ms)
+        [sent] = await self.store.send(queue, [message], now_ms, self._dedup_ms)
+        self._announce(queue, [message], [sent.duplicate])
+        return self._sent_entry(queue, message, sent.message_id, sent.seq)
+
+    async def send_message_batch(self, ctx: RequestContext, req: Request) -> dict[str, Any]:
+        queue = await self.queue(ctx, req["QueueUrl"])
+        entries = req["Entries"]
+        validate.batch_entries(entries, "SendMessageBatchRequestEntry", self.limits)
+        total = sum(len(e.get("MessageBody", "").encode()) for e in entries)
+        if total > self.limits.max_batch_bytes:
+            raise BatchRequestTooLong(
+                f"Batch requests cannot be longer than {self.limits.max_batch_bytes} bytes. "
+                f"You have sent {total} bytes.")
+        now_ms = self.clock.now_ms()
+        failed, ready = [], []
+        for entry in entries:
+            try:
+                if "MessageBody" not in entry:
+                    raise MissingParameter("The request must contain the parameter MessageBody.")
+                ready.append((entry["Id"], self._new_message(ctx, queue, entry, now_ms)))
+            except SqsError as error:
+                failed.append(_failure(entry["Id"], error))
+        results = await self.store.send(queue, [m for _, m in ready], now_ms, self._dedup_ms)
+        self._announce(queue, [m for _, m in ready], [r.duplicate for r in results])
+        successful = [{"Id": entry_id, **self._sent_entry(queue, m, r.message_id, r.seq)}
+                      for (entry_id, m), r in zip(ready, results, strict=True)]
+        return {"Successful": successful, "Failed": failed}
+
+    @property
+    def _dedup_ms(self) -> int:
+        return self.limits.dedup_interval_s * 1000
+
+    def _new_message(self, ctx: RequestContext, queue: QueueRecord, req: Request,
+                     now_ms: int) -> NewMessage:
+        body = req["MessageBody"]
+        validate.body(body)
+        user_attributes = req.get("MessageAttributes") or {}
+        size = len(body.encode()) + validate.message_attributes(user_attributes, self.limits)
+        max_size = int(queue.attributes["MaximumMessageSize"])
+        if size > max_size:
+            raise InvalidParameterValue(
+                f"One or more parameters are invalid. Reason: Message must be shorter than "
+                f"{max_size} bytes.")
+        system_attributes = req.get("MessageSystemAttributes") or {}
+        validate.system_attributes(system_attributes, self.limits)
+        delay_s = self._delay(queue, req)
+        group_id, dedup_key = self._fifo_keys(queue, req, body)
+        return NewMessage(
+            message_id=str(uuid.uuid4()),
+            body=body,
+            md5_body=md5_of_body(body),
+            attributes=_encode_attributes(user_attributes) if user_attributes else None,
+            md5_attributes=md5_of_attributes(user_attributes) if user_attributes else None,
+            system=_encode_attributes(system_attributes) if system_attributes else None,
+            sent_ms=now_ms,
+            sender_id=ctx.sender_id or ctx.account_id,
+            visible_at_ms=now_ms + delay_s * 1000,
+            group_id=group_id,
+            dedup_key=dedup_key,
+        )
+
+    def _delay(self, queue: QueueRecord, req: Request) -> int:
+        delay = req.get("DelaySeconds")
+        if delay is None:
+            return int(queue.attributes["DelaySeconds"])
+        if queue.fifo:
+            raise invalid_value(delay, "DelaySeconds", "The request include parameter that is "
+                                "not valid for this queue type.")
+        if not 0 <= delay <= self.limits.max_delay_s:
+            raise invalid_value(delay, "DelaySeconds", "DelaySeconds must be >= 0 and <= "
+                                f"{self.limits.max_delay_s}")
+        return delay
+
+    def _fifo_keys(self, queue: QueueRecord, req: Request,
+                   body: str) -> tuple[str | None, str | None]:
+        group_id = req.get("MessageGroupId")
+        dedup_id = req.get("MessageDeduplicationId")
+        if group_id is not None:
+            validate.token(group_id, "MessageGroupId", self.limits)
+        if not queue.fifo:
+            if dedup_id is not None:
+                raise invalid_value(dedup_id, "MessageDeduplicationId", "The request include "
+                                    "parameter that is not valid for this queue type.")
+            return group_id, None
+        if group_id is None:
+            raise MissingParameter("The request must contain the parameter MessageGroupId.")
+        if dedup_id is None:
+            if queue.attributes.get("ContentBasedDeduplication") != "true":
+                raise InvalidParameterValue(
+                    "The queue should either have ContentBasedDeduplication enabled or "
+                    "MessageDeduplicationId provided explicitly")
+            dedup_id = hashlib.sha256(body.encode()).hexdigest()
+        validate.token(dedup_id, "MessageDeduplicationId", self.limits)
+        if queue.attributes.get("DeduplicationScope") == "messageGroup":
+            return group_id, f"{group_id}\0{dedup_id}"
+        return group_id, dedup_id
+
+    def _sent_entry(self, queue: QueueRecord, message: NewMessage, message_id: str,
+                    seq: int) -> dict[str, Any]:
+        entry = {"MessageId": message_id, "MD5OfMessageBody": message.md5_body}
+        if message.md5_attributes:
+            entry["MD5OfMessageAttributes"] = message.md5_attributes
+        if message.system:
+            entry["MD5OfMessageSystemAttributes"] = md5_of_attributes(
+                _decode_attributes(message.system))
+        if queue.fifo:
+            entry["SequenceNumber"] = _sequence_number(seq)
+        return entry
+
+    def _announce(self, queue: QueueRecord, messages: list[NewMessage],
+                  duplicates: list[bool]) -> None:
+        now_ms = self.clock.now_ms()
+        ready = sum(1 for m, dup in zip(messages, duplicates, strict=True)
+                    if not dup and m.visible_at_ms <= now_ms)
+        for m, dup in zip(messages, duplicates, strict=True):
+            if not dup:
+                self.log.debug("sent %s to %s", m.message_id, queue.name)
+        if ready:
+            self.on_ready(queue, ready)
+
+    # --- receive ----------------------------------------------------------------------
+
+    async def plan_receive(self, ctx: RequestContext, req: Request) -> ReceivePlan:
+        queue = await self.queue(ctx, req["QueueUrl"])
+        max_messages = req.get("MaxNumberOfMessages", 1)
+        if not 1 <= max_messages <= self.limits.max_receive_messages:
+            raise invalid_value(max_messages, "MaxNumberOfMessages", "Must be between 1 and "
+                                f"{self.limits.max_receive_messages}, if provided.")
+        visibility_s = req.get("VisibilityTimeout", int(queue.attributes["VisibilityTimeout"]))
+        if not 0 <= visibility_s <= self.limits.max_visibility_s:
+            raise invalid_value(visibility_s, "VisibilityTimeout", "Must be >= 0 and <= "
+                                f"{self.limits.max_visibility_s}, if provided.")
+        wait_s = req.get("WaitTimeSeconds", int(queue.attributes["ReceiveMessageWaitTimeSeconds"]))
+        if not 0 <= wait_s <= self.limits.max_wait_s:
+            raise invalid_value(wait_s, "WaitTimeSeconds", "Must be >= 0 and <= "
+                                f"{self.limits.max_wait_s}, if provided.")
+        names = [*req.get("AttributeNames", []), *req.get("MessageSystemAttributeNames", [])]
+        system_names = validate.requested_names(names, SYSTEM_ATTRIBUTE_NAMES, "Attribute")
+        attempt_id = req.get("ReceiveRequestAttemptId")
+        if attempt_id is not None:
+            validate.token(attempt_id, "ReceiveRequestAttemptId", self.limits)
+        return ReceivePlan(queue, max_messages, visibility_s * 1000, wait_s, system_names,
+                           req.get("MessageAttributeNames", []), attempt_id if queue.fifo else None)
+
+    async def fetch(self, ctx: RequestContext, plan: ReceivePlan) -> dict[str, Any]:
+        """One receive attempt (no waiting)."""
+        now_ms = self.clock.now_ms()
+        if plan.attempt_id:
+            replay = self._attempts.get((plan.queue.id, plan.attempt_id))
+            if replay and replay[0] > now_ms:
+                return replay[1]
+        queue = await self.queue(ctx, plan.queue.name)
+        redrive = await self._redrive_for(ctx, queue)
+        stored = await self.store.receive(queue, plan.max_messages, plan.visibility_ms, now_ms,
+                                          redrive)
+        messages = [self._message_out(ctx, queue, m, plan) for m in stored]
+        for m in stored:
+            self.log.debug("received %s from %s (count %d)", m.message_id, queue.name,
+                           m.receive_count)
+        result = {"Messages": messages} if messages else {}
+        if plan.attempt_id and messages:
+            self._attempts[(queue.id, plan.attempt_id)] = (
+                now_ms + self.limits.receive_attempt_s * 1000, result)
+        return result
+
+    async def seconds_until_visible(self, plan: ReceivePlan) -> float | None:
+        """How long until the queue's next delayed or in-flight message becomes visible."""
+        now_ms = self.clock.now_ms()
+        next_ms = await self.store.next_visible_ms(plan.queue, now_ms)
+        return None if next_ms is None else max(0.0, (next_ms - now_ms) / 1000)
+
+    @property
+    def _attempts(self) -> dict[tuple[int, str], tuple[int, dict[str, Any]]]:
+        attempts = self.__dict__.setdefault("_receive_attempts", {})
+        if len(attempts) > 10_000:  # bound memory: drop expired replays
+            now_ms = self.clock.now_ms()
+            for key in [k for k, (until, _) in attempts.items() if until <= now_ms]:
+                del attempts[key]
+        return attempts
+
+    async def _redrive_for(self, ctx: RequestContext, queue: QueueRecord) -> Redrive | None:
+        policy_text = queue.attributes.get("RedrivePolicy")
+        if not policy_text:
+            return None
+        policy = orjson.loads(policy_text)
+        arn = parse_arn(str(policy.get("deadLetterTargetArn", "")))
+        if arn is None:
+            return None
+        try:
+            dlq = await self.queue(ctx, arn.name)
+        except SqsError:
+            self.log.warning("dead-letter queue %s of %s does not exist", arn.name, queue.name)
+            return None
+        return Redrive(int(policy["maxReceiveCount"]), dlq.id,
+                       ctx.queue_arn(queue.name, queue.region))
+
+    def _message_out(self, ctx: RequestContext, queue: QueueRecord, m: StoredMessage,
+                     plan: ReceivePlan) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "MessageId": m.message_id,
+            "ReceiptHandle": encode_handle(m.seq, m.receipt or ""),
+            "MD5OfBody": m.md5_body,
+            "Body": m.body,
+        }
+        if plan.system_names:
+            system = _system_attributes(queue, m)
+            chosen = {k: v for k, v in system.items() if k in plan.system_names}
+            if chosen:
+                out["Attributes"] = chosen
+        if plan.attribute_names and m.attributes:
+            everything = _decode_attributes(m.attributes)
+            chosen_attrs = _select_attributes(everything, plan.attribute_names)
+            if chosen_attrs:
+                out["MessageAttributes"] = chosen_attrs
+                out["MD5OfMessageAttributes"] = (
+                    m.md5_attributes if len(chosen_attrs) == len(everything)
+                    else md5_of_attributes(chosen_attrs))
+        return out
+
+    # --- delete / change visibility ---------------------------------------------------
+
+    async def delete_message(self, ctx: RequestContext, req: Request) -> dict[str, Any]:
+        queue = await self.queue(ctx, req["QueueUrl"])
+        handle = decode_handle(req["ReceiptHandle"])
+        [outcome] = await self.store.delete(queue, [handle])
+        self._check_delete(queue, req["ReceiptHandle"], outcome)
+        return {}
+
+    async def delete_message_batch(self, ctx: RequestContext, req: Request) -> dict[str, Any]:
+        queue = await self.queue(ctx, req["QueueUrl"])
+        return await self._batch(req["Entries"], "DeleteMessageBatchRequestEntry",
+                                 lambda handles: self.store.delete(queue, handles),
+                                 lambda entry, outcome: self._check_delete(
+                                     queue, entry["ReceiptHandle"], outcome))
+
+    def _check_delete(self, queue: QueueRecord, raw: str, outcome: str) -> None:
+        # A stale handle on a standard queue "succeeds but might not delete", as in SQS.
+        if outcome == STALE and queue.fifo:
+            raise invalid_value(raw, "ReceiptHandle", "The receipt handle has expired.")
+
+    async def change_message_visibility(self, ctx: RequestContext, req: Request) -> dict[str, Any]:
+        queue = await self.queue(ctx, req["QueueUrl"])
+        handle = self._visibility_handle(req)
+        [outcome] = await self.store.change_visibility(queue, [handle], self.clock.now_ms())
+        self._check_visibility(queue, req, outcome)
+        return {}
+
+    async def change_message_visibility_batch(self, ctx: RequestContext,
+                                              req: Request) -> dict[str, Any]:
+        queue = await self.queue(ctx, req["QueueUrl"])
+        return await self._batch(
+            req["Entries"], "ChangeMessageVisibilityBatchRequestEntry",
+            lambda handles: self.store.change_visibility(queue, handles, self.clock.now_ms()),
+            lambda entry, outcome: self._check_visibility(queue, entry, outcome),
+            self._visibility_handle)
+
+    def _visibility_handle(self, req: Request) -> Handle:
+        if "VisibilityTimeout" not in req:
+            raise MissingParameter("The request must contain the parameter VisibilityTimeout.")
+        timeout = req["VisibilityTimeout"]
+        if not 0 <= timeout <= self.limits.max_visibility_s:
+            raise invalid_value(timeout, "VisibilityTimeout", "VisibilityTimeout must be an "
+                                f"integer between 0 and {self.limits.max_visibility_s}")
+        handle = decode_handle(req["ReceiptHandle"])
+        handle.visible_at_ms = self.clock.now_ms() + timeout * 1000
+        return handle
+
+    def _check_visibility(self, queue: QueueRecord, req: Request, outcome: str) -> None:
+        if outcome == STALE:
+            raise invalid_value(req["ReceiptHandle"], "ReceiptHandle", "Message does not exist "
+                                "or is not available for visibility timeout change.")
+        if outcome == NOT_IN_FLIGHT:
+            raise MessageNotInflight()
+        if req["VisibilityTimeout"] == 0:
+            self.on_ready(queue, 1)
+
+    async def _batch(self, entries: list[Request], entry_name: str,
+                     apply: Callable[[list[Handle]], Awaitable[list[str]]],
+                     check: Callable[[Request, str], None],
+                     to_handle: Callable[[Request], Handle] | None = None) -> dict[str, Any]:
+        """Run a delete / change-visibility batch, reporting each entry's outcome."""
+        validate.batch_entries(entries, entry_name, self.limits)
+        failed, valid = [], []
+        for entry in entries:
+            try:
+                if "ReceiptHandle" not in entry:
+                    raise MissingParameter("The request must contain the parameter ReceiptHandle.")
+                valid.append((entry, (to_handle or _entry_handle)(entry)))
+            except SqsError as error:
+                failed.append(_failure(entry["Id"], error))
+        outcomes = await apply([h for _, h in valid]) if valid else []
+        successful = []
+        for (entry, _), outcome in zip(valid, outcomes, strict=True):
+            try:
+                check(entry, outcome)
+                successful.append({"Id": entry["Id"]})
+            except SqsError as error:
+                failed.append(_failure(entry["Id"], error))
+        return {"Successful": successful, "Failed": failed}
+
+
+def _entry_handle(entry: Request) -> Handle:
+    return decode_handle(entry["ReceiptHandle"])
+
+
+def encode_handle(seq: int, token: str) -> str:
+    return base64.urlsafe_b64encode(f"{seq}:{token}".encode()).decode()
+
+
+def decode_handle(raw: str) -> Handle:
+    try:
+        seq, token = base64.urlsafe_b64decode(raw.encode()).decode().split(":")
+        return Handle(int(seq), token)
+    except (ValueError, binascii.Error, UnicodeError):
+        raise ReceiptHandleIsInvalid(
+            f'The input receipt handle "{raw[:200]}" is not a valid receipt handle.') from None
+
+
+def _failure(entry_id: str, error: SqsError) -> dict[str, Any]:
+    return {"Id": entry_id, "SenderFault": error.sender_fault,
+            "Code": error.wire_query_code(), "Message": error.message}
+
+
+def _sequence_number(seq: int) -> str:
+    return str(seq).zfill(20)
+
+
+def _encode_attributes(attributes: dict[str, Any]) -> str:
+    return orjson.dumps(attributes, default=_b64).decode()
+
+
+def _b64(value: Any) -> str:
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode()
+    raise TypeError(type(value).__name__)
+
+
+def _decode_attributes(text: str) -> dict[str, Any]:
+    attributes = orjson.loads(text)
+    for value in attributes.values():
+        if "BinaryValue" in value:
+            value["BinaryValue"] = base64.b64decode(value["BinaryValue"])
+    return attributes
+
+
+def _select_attributes(attributes: dict[str, Any], names: list[str]) -> dict[str, Any]:
+    if "All" in names or ".*" in names:
+        return attributes
+    prefixes = tuple(n[:-1] for n in names if n.endswith(".*"))
+    wanted = set(names)
+    return {k: v for k, v in attributes.items()
+            if k in wanted or (prefixes and k.startswith(prefixes))}
+
+
+def _system_attributes(queue: QueueRecord, m: StoredMessage) -> dict[str, str]:
+    values = {
+        "SenderId": m.sender_id,
+        "SentTimestamp": str(m.sent_ms),
+        "ApproximateReceiveCount": str(m.receive_count),
+        "ApproximateFirstReceiveTimestamp": str(m.first_receive_ms or ""),
+    }
+    if m.group_id is not None:
+        values["MessageGroupId"] = m.group_id
+    if queue.fifo:
+        values["SequenceNumber"] = _sequence_number(m.seq)
+        if m.dedup_key:
+            values["MessageDeduplicationId"] = m.dedup_key.rsplit("\0", 1)[-1]
+    if m.system:
+        trace = orjson.loads(m.system).get("AWSTraceHeader")
+        if trace:
+            values["AWSTraceHeader"] = trace["StringValue"]
+    if m.dlq_source_arn:
+        values["DeadLetterQueueSourceArn"] = m.dlq_source_arn
+    return values

@@ -1,0 +1,245 @@
+"""Queue actions: create, find, list, attributes, tags, permissions, purge, delete."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import orjson
+
+from conveyor.service import attributes as attrs
+from conveyor.service import validate
+from conveyor.service.base import ServiceBase
+from conveyor.service.context import RequestContext
+from conveyor.sqs.errors import (
+    InvalidAttributeName,
+    InvalidParameterValue,
+    PurgeQueueInProgress,
+    QueueDeletedRecently,
+    QueueNameExists,
+    invalid_value,
+)
+from conveyor.store.base import Counts, QueueRecord
+
+Request = dict[str, Any]
+
+
+class QueueActions(ServiceBase):
+    async def create_queue(self, ctx: RequestContext, req: Request) -> dict[str, Any]:
+        name = req["QueueName"]
+        given = req.get("Attributes", {})
+        fifo = given.get("FifoQueue", "false").lower() == "true"
+        validate.queue_name(name, fifo, self.limits)
+        tags = req.get("tags", {})
+        self._check_tags(tags, {})
+        wanted = {k: attrs.check(k, v, self.limits, fifo) for k, v in given.items()}
+        existing = await self.store.get_queue(ctx.region, name)
+        if existing is not None:
+            for key, value in wanted.items():
+                if existing.attributes.get(key, "") != value:
+                    raise QueueNameExists(
+                        f"A queue already exists with the same name and a different value for "
+                        f"attribute {key}")
+            return {"QueueUrl": ctx.queue_url(name)}
+        deleted_s = await self.store.deleted_at(ctx.region, name)
+        now_s = self.clock.now_s()
+        if deleted_s is not None and now_s - deleted_s < self.limits.deleted_name_cooldown_s:
+            raise QueueDeletedRecently(
+                f"You must wait {self.limits.deleted_name_cooldown_s} seconds after deleting a "
+                "queue before you can create another with the same name.")
+        values = attrs.defaults(self.limits, fifo) | {k: v for k, v in wanted.items() if v != ""}
+        draft = QueueRecord(0, ctx.region, name, values, tags, now_s, now_s)
+        await self.check_redrive(ctx, draft)
+        queue = await self.store.create_queue(ctx.region, name, values, tags, now_s)
+        self.forget(queue)
+        self.log.info("created queue %s in %s", name, ctx.region)
+        return {"QueueUrl": ctx.queue_url(name)}
+
+    async def get_queue_url(self, ctx: RequestContext, req: Request) -> dict[str, Any]:
+        owner = req.get("QueueOwnerAWSAccountId")
+        if owner and owner != ctx.account_id:
+            await self.queue(ctx, "\0")  # raises QueueDoesNotExist
+        queue = await self.queue(ctx, req["QueueName"])
+        return {"QueueUrl": ctx.queue_url(queue.name)}
+
+    async def list_queues(self, ctx: RequestContext, req: Request) -> dict[str, Any]:
+        prefix = req.get("QueueNamePrefix", "")
+        max_results = req.get("MaxResults")
+        if max_results is not None and not 1 <= max_results <= self.limits.max_list_queues:
+            raise invalid_value(max_results, "MaxResults",
+                                f"MaxResults must be between 1 and {self.limits.max_list_queues}.")
+        names = [q.name for q in await self.store.list_queues(ctx.region, prefix)]
+        return self.paginate(names, req, "QueueUrls", ctx.queue_url)
+
+    def paginate(self, names: list[str], req: Request, key: str, to_url: Any) -> dict[str, Any]:
+        """SQS pagination: NextToken only when MaxResults was given and more remain."""
+        max_results = req.get("MaxResults")
+        start = 0
+        if req.get("NextToken"):
+            start = _decode_token(req["NextToken"])
+        page_size = max_results or self.limits.max_list_queues
+        page = names[start:start + page_size]
+        result: dict[str, Any] = {}
+        if page:
+            result[key] = [to_url(n) for n in page]
+        if max_results and start + page_size < len(names):
+            result["NextToken"] = base64.urlsafe_b64encode(
+                orjson.dumps({"offset": start + page_size})).decode()
+        return result
+
+    async def delete_queue(self, ctx: RequestContext, req: Request) -> dict[str, Any]:
+        queue = await self.queue(ctx, req["QueueUrl"])
+        await self.store.delete_queue(queue, self.clock.now_s())
+        self.forget(queue)
+        self.log.info("deleted queue %s in %s", queue.name, ctx.region)
+        return {}
+
+    async def purge_queue(self, ctx: RequestContext, req: Request) -> dict[str, Any]:
+        queue = await self.queue(ctx, req["QueueUrl"])
+        now_ms = self.clock.now_ms()
+        if queue.purged_s and now_ms // 1000 - queue.purged_s < self.limits.purge_cooldown_s:
+            raise PurgeQueueInProgress(
+                f"Only one PurgeQueue operation on {queue.name} is allowed every "
+                f"{self.limits.purge_cooldown_s} seconds.")
+        await self.store.purge(queue, now_ms)
+        self.forget(queue)
+        self.log.info("purged queue %s", queue.name)
+        return {}
+
+    async def get_queue_attributes(self, ctx: RequestContext, req: Request) -> dict[str, Any]:
+        queue = await self.queue(ctx, req["QueueUrl"])
+        known = [*attrs.SETTABLE, *attrs.COMPUTED]
+        if not queue.fifo:
+            known = [n for n in known if n not in attrs.FIFO_ONLY]
+        wanted = validate.requested_names(req.get("AttributeNames", []), known, "Attribute")
+        values: dict[str, str] = {}
+        if wanted & {"ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible",
+                     "ApproximateNumberOfMessagesDelayed"}:
+            counts = await self.store.counts(queue, self.clock.now_ms())
+            values |= {"ApproximateNumberOfMessages": str(counts.visible),
+                       "ApproximateNumberOfMessagesNotVisible": str(counts.in_flight),
+                       "ApproximateNumberOfMessagesDelayed": str(counts.delayed)}
+        values |= {"CreatedTimestamp": str(queue.created_s),
+                   "LastModifiedTimestamp": str(queue.modified_s),
+                   "QueueArn": ctx.queue_arn(queue.name, queue.region)}
+        values |= queue.attributes
+        result = {k: v for k, v in values.items() if k in wanted and v != ""}
+        return {"Attributes": result} if result else {}
+
+    async def set_queue_attributes(self, ctx: RequestContext, req: Request) -> dict[str, Any]:
+        queue = await self.queue(ctx, req["QueueUrl"])
+        changes = req["Attributes"]
+        if "FifoQueue" in changes:
+            raise InvalidAttributeName("Attribute FifoQueue cannot be changed.")
+        checked = {k: attrs.check(k, v, self.limits, queue.fifo) for k, v in changes.items()}
+        draft = QueueRecord(**{**queue.__dict__, "attributes": dict(queue.attributes)})
+        for key, value in checked.items():
+            if value == "" and key in attrs.OPTIONAL:
+                draft.attributes.pop(key, None)
+            else:
+                draft.attributes[key] = value
+        await self.check_redrive(ctx, draft)
+        draft.modified_s = self.clock.now_s()
+        await self.store.update_queue(draft)
+        self.forget(queue)
+        return {}
+
+    async def tag_queue(self, ctx: RequestContext, req: Request) -> dict[str, Any]:
+        queue = await self.queue(ctx, req["QueueUrl"])
+        tags = req["Tags"]
+        if not tags:
+            raise InvalidParameterValue("The request must contain at least one tag.")
+        self._check_tags(tags, queue.tags)
+        queue.tags = {**queue.tags, **tags}
+        await self.store.update_queue(queue)
+        self.forget(queue)
+        return {}
+
+    async def untag_queue(self, ctx: RequestContext, req: Request) -> dict[str, Any]:
+        queue = await self.queue(ctx, req["QueueUrl"])
+        keys = req["TagKeys"]
+        if not keys:
+            raise InvalidParameterValue("The request must contain at least one tag key.")
+        queue.tags = {k: v for k, v in queue.tags.items() if k not in keys}
+        await self.store.update_queue(queue)
+        self.forget(queue)
+        return {}
+
+    async def list_queue_tags(self, ctx: RequestContext, req: Request) -> dict[str, Any]:
+        queue = await self.queue(ctx, req["QueueUrl"])
+        return {"Tags": queue.tags} if queue.tags else {}
+
+    async def queue_counts(self) -> list[tuple[QueueRecord, Counts]]:
+        """Every queue with its message counts (for metrics and the console)."""
+        now_ms = self.clock.now_ms()
+        return [(q, await self.store.counts(q, now_ms))
+                for q in await self.store.list_queues(None, "")]
+
+    def _check_tags(self, new: dict[str, str], existing: dict[str, str]) -> None:
+        if len({**existing, **new}) > self.limits.max_tags:
+            raise InvalidParameterValue(
+                f"Too many tags added for queue. A queue can have at most "
+                f"{self.limits.max_tags} tags.")
+        for key, value in new.items():
+            if not key or len(key) > self.limits.max_tag_key_chars:
+                raise invalid_value(key, "TagKey", f"Tag keys must be between 1 and "
+                                    f"{self.limits.max_tag_key_chars} characters long.")
+            if key.lower().startswith("aws:"):
+                raise invalid_value(key, "TagKey", "Tag keys can't start with aws:.")
+            if len(value) > self.limits.max_tag_value_chars:
+                raise invalid_value(value, "TagValue", f"Tag values can be at most "
+                                    f"{self.limits.max_tag_value_chars} characters long.")
+
+    async def add_permission(self, ctx: RequestContext, req: Request) -> dict[str, Any]:
+        queue = await self.queue(ctx, req["QueueUrl"])
+        label = req["Label"]
+        accounts, actions = req["AWSAccountIds"], req["Actions"]
+        if not accounts or not actions:
+            raise InvalidParameterValue("AWSAccountIds and Actions must not be empty.")
+        policy = _policy(queue, ctx)
+        if any(s.get("Sid") == label for s in policy["Statement"]):
+            raise invalid_value(label, "Label", "Already exists.")
+        policy["Statement"].append({
+            "Sid": label, "Effect": "Allow",
+            "Principal": {"AWS": [f"arn:aws:iam::{a}:root" for a in accounts]},
+            "Action": [f"SQS:{a}" for a in actions],
+            "Resource": ctx.queue_arn(queue.name, queue.region),
+        })
+        queue.attributes["Policy"] = orjson.dumps(policy).decode()
+        await self.store.update_queue(queue)
+        self.forget(queue)
+        return {}
+
+    async def remove_permission(self, ctx: RequestContext, req: Request) -> dict[str, Any]:
+        queue = await self.queue(ctx, req["QueueUrl"])
+        label = req["Label"]
+        policy = _policy(queue, ctx)
+        kept = [s for s in policy["Statement"] if s.get("Sid") != label]
+        if len(kept) == len(policy["Statement"]):
+            raise invalid_value(label, "Label", "can't find label on existing policy.")
+        if kept:
+            queue.attributes["Policy"] = orjson.dumps({**policy, "Statement": kept}).decode()
+        else:
+            queue.attributes.pop("Policy", None)
+        await self.store.update_queue(queue)
+        self.forget(queue)
+        return {}
+
+
+def _policy(queue: QueueRecord, ctx: RequestContext) -> dict[str, Any]:
+    if queue.attributes.get("Policy"):
+        policy = orjson.loads(queue.attributes["Policy"])
+        policy.setdefault("Statement", [])
+        return policy
+    return {"Version": "2012-10-17",
+            "Id": f"{ctx.queue_arn(queue.name, queue.region)}/SQSDefaultPolicy", "Statement": []}
+
+
+def _decode_token(token: str) -> int:
+    try:
+        offset = orjson.loads(base64.urlsafe_b64decode(token.encode()))["offset"]
+    except (ValueError, KeyError, TypeError):
+        raise InvalidParameterValue("Invalid NextToken value.") from None
+    if not isinstance(offset, int) or offset < 0:
+        raise InvalidParameterValue("Invalid NextToken value.")
+    return offset

@@ -1,0 +1,238 @@
+"""Dead letters: redrive policies, source-queue listing and message move tasks."""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from typing import Any
+
+import orjson
+
+from conveyor.service.base import ServiceBase
+from conveyor.service.context import RequestContext, parse_arn
+from conveyor.sqs.errors import (
+    InvalidParameterValue,
+    ResourceNotFoundException,
+    SqsError,
+    UnsupportedOperation,
+    invalid_value,
+)
+from conveyor.store.base import MoveTaskRecord, QueueRecord
+
+Request = dict[str, Any]
+MOVE_STEP_S = 0.2  # how often running move tasks move their next slice
+
+
+class RedriveActions(ServiceBase):
+    async def check_redrive(self, ctx: RequestContext, queue: QueueRecord) -> None:
+        """Refuse a RedrivePolicy / RedriveAllowPolicy SQS would refuse."""
+        allow_text = queue.attributes.get("RedriveAllowPolicy")
+        if allow_text:
+            _parse_allow_policy(allow_text)
+        policy_text = queue.attributes.get("RedrivePolicy")
+        if not policy_text:
+            return
+        policy = orjson.loads(policy_text)
+
+        def bad(reason: str) -> InvalidParameterValue:
+            return invalid_value(policy_text, "RedrivePolicy", reason)
+
+        count = policy.get("maxReceiveCount")
+        try:
+            count = int(count)
+        except (TypeError, ValueError):
+            raise bad("Redrive policy maxReceiveCount must be an integer.") from None
+        if not 1 <= count <= self.limits.max_receive_count:
+            raise bad(f"Value {count} for parameter maxReceiveCount is invalid. Reason: Must be "
+                      f"between 1 and {self.limits.max_receive_count}.")
+        arn = parse_arn(str(policy.get("deadLetterTargetArn", "")))
+        if arn is None:
+            raise bad("Invalid value for deadLetterTargetArn.")
+        if arn.account_id != ctx.account_id or arn.region != queue.region:
+            raise bad("Dead-letter target must be in the same account and region.")
+        try:
+            dlq = await self.queue(ctx, arn.name)
+        except SqsError:
+            raise bad("Dead letter target does not exist.") from None
+        if dlq.fifo != queue.fifo:
+            raise bad("Dead-letter queue must be the same type (standard or FIFO) as the "
+                      "source queue.")
+        if not _allows(dlq, ctx.queue_arn(queue.name, queue.region)):
+            raise bad("Dead-letter queue does not allow this source queue (RedriveAllowPolicy).")
+        policy["maxReceiveCount"] = count
+        queue.attributes["RedrivePolicy"] = orjson.dumps(policy).decode()
+
+    async def list_dead_letter_source_queues(self, ctx: RequestContext,
+                                             req: Request) -> dict[str, Any]:
+        dlq = await self.queue(ctx, req["QueueUrl"])
+        arn = ctx.queue_arn(dlq.name, dlq.region)
+        sources = [q.name for q in await self.store.list_queues(ctx.region, "")
+                   if _dead_letter_arn(q) == arn]
+        return self.paginate(sources, req, "queueUrls", ctx.queue_url)  # type: ignore[attr-defined]
+
+    # --- move tasks -------------------------------------------------------------------
+
+    async def start_message_move_task(self, ctx: RequestContext, req: Request) -> dict[str, Any]:
+        source = await self._queue_by_arn(ctx, req["SourceArn"], "SourceArn")
+        if not any(_dead_letter_arn(q) == req["SourceArn"]
+                   for q in await self.store.list_queues(ctx.region, "")):
+            raise invalid_value(req["SourceArn"], "SourceArn",
+                                "Source queue must be configured as a Dead Letter Queue.")
+        destination = None
+        if req.get("DestinationArn"):
+            destination = await self._queue_by_arn(ctx, req["DestinationArn"], "DestinationArn")
+            if destination.id == source.id:
+                raise invalid_value(req["DestinationArn"], "DestinationArn",
+                                    "Destination must differ from the source.")
+        rate = req.get("MaxNumberOfMessagesPerSecond")
+        if rate is not None and not 1 <= rate <= self.limits.max_move_rate:
+            raise invalid_value(rate, "MaxNumberOfMessagesPerSecond",
+                                f"Must be between 1 and {self.limits.max_move_rate}.")
+        tasks = await self.store.move_tasks(source.id)
+        if any(t.status == "RUNNING" for t in tasks):
+            raise UnsupportedOperation("There is already a task running. Only one active task "
+                                       "is allowed for each source queue arn at a given time.")
+        counts = await self.store.counts(source, self.clock.now_ms())
+        handle = base64.b64encode(orjson.dumps(
+            {"taskId": str(uuid.uuid4()), "sourceArn": req["SourceArn"]})).decode()
+        task = MoveTaskRecord(handle, source.id, destination.id if destination else None, rate,
+                              "RUNNING", self.clock.now_ms(), to_move=counts.visible,
+                              extra={"SourceArn": req["SourceArn"],
+                                     "DestinationArn": req.get("DestinationArn", "")})
+        await self.store.save_move_task(task)
+        self.log.info("move task started from %s", source.name)
+        return {"TaskHandle": handle}
+
+    async def list_message_move_tasks(self, ctx: RequestContext, req: Request) -> dict[str, Any]:
+        source = await self._queue_by_arn(ctx, req["SourceArn"], "SourceArn")
+        max_results = req.get("MaxResults", 1)
+        if not 1 <= max_results <= 10:
+            raise invalid_value(max_results, "MaxResults", "Must be between 1 and 10.")
+        tasks = sorted(await self.store.move_tasks(source.id), key=lambda t: -t.started_ms)
+        return {"Results": [_task_out(t) for t in tasks[:max_results]]}
+
+    async def cancel_message_move_task(self, ctx: RequestContext, req: Request) -> dict[str, Any]:
+        task = await self._task(ctx, req["TaskHandle"])
+        if task.status != "RUNNING":
+            raise ResourceNotFoundException("Task does not exist.")
+        task.status = "CANCELLED"
+        await self.store.save_move_task(task)
+        return {"ApproximateNumberOfMessagesMoved": task.moved}
+
+    async def run_move_tasks(self, ctx: RequestContext) -> None:
+        """Move the next slice of every running task; called every MOVE_STEP_S."""
+        for task in await self.store.move_tasks(None):
+            if task.status != "RUNNING":
+                continue
+            source = await self.store.get_queue_by_id(task.source_queue_id)
+            if source is None:
+                task.status, task.failure = "FAILED", "The source queue was deleted."
+                await self.store.save_move_task(task)
+            else:
+                await self._step(ctx, source, task)
+
+    async def _step(self, ctx: RequestContext, source: QueueRecord, task: MoveTaskRecord) -> None:
+        limit = max(1, int((task.max_per_second or self.limits.max_move_rate) * MOVE_STEP_S))
+        now_ms = self.clock.now_ms()
+        messages = await self.store.movable(source, limit, now_ms)
+        if not messages:
+            task.status = "COMPLETED"
+            await self.store.save_move_task(task)
+            return
+        moves: list[tuple[int, int]] = []
+        ready: dict[int, QueueRecord] = {}
+        for m in messages:
+            destination = await self._destination(ctx, source, task, m.dlq_source_arn)
+            if destination is None:
+                task.status, task.failure = "FAILED", "Message has no source queue to return to."
+                break
+            moves.append((m.seq, destination.id))
+            ready[destination.id] = destination
+        task.moved += await self.store.move(moves, now_ms) if moves else 0
+        await self.store.save_move_task(task)
+        for destination in ready.values():
+            self.on_ready(destination, len(moves))
+
+    async def _destination(self, ctx: RequestContext, source: QueueRecord, task: MoveTaskRecord,
+                           source_arn: str | None) -> QueueRecord | None:
+        if task.destination_queue_id is not None:
+            return await self.store.get_queue_by_id(task.destination_queue_id)
+        arn = parse_arn(source_arn or "")
+        if arn is None:
+            return None
+        return await self.store.get_queue(arn.region, arn.name)
+
+    async def _queue_by_arn(self, ctx: RequestContext, value: str, name: str) -> QueueRecord:
+        arn = parse_arn(value)
+        if arn is None or arn.account_id != ctx.account_id:
+            raise invalid_value(value, name, "Invalid queue ARN.")
+        queue = await self.store.get_queue(arn.region, arn.name)
+        if queue is None:
+            raise ResourceNotFoundException("The resource that you specified for the "
+                                            f"{name} parameter doesn't exist.")
+        return queue
+
+    async def _task(self, ctx: RequestContext, handle: str) -> MoveTaskRecord:
+        try:
+            decoded = orjson.loads(base64.b64decode(handle))
+            source = await self._queue_by_arn(ctx, decoded["sourceArn"], "SourceArn")
+        except (ValueError, KeyError, TypeError, SqsError):
+            raise ResourceNotFoundException("Task does not exist.") from None
+        for task in await self.store.move_tasks(source.id):
+            if task.handle == handle:
+                return task
+        raise ResourceNotFoundException("Task does not exist.")
+
+
+def _task_out(task: MoveTaskRecord) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "Status": task.status,
+        "SourceArn": task.extra["SourceArn"],
+        "ApproximateNumberOfMessagesMoved": task.moved,
+        "ApproximateNumberOfMessagesToMove": task.to_move,
+        "StartedTimestamp": task.started_ms,
+    }
+    if task.status == "RUNNING":
+        out["TaskHandle"] = task.handle
+    if task.extra.get("DestinationArn"):
+        out["DestinationArn"] = task.extra["DestinationArn"]
+    if task.max_per_second:
+        out["MaxNumberOfMessagesPerSecond"] = task.max_per_second
+    if task.failure:
+        out["FailureReason"] = task.failure
+    return out
+
+
+def _dead_letter_arn(queue: QueueRecord) -> str | None:
+    text = queue.attributes.get("RedrivePolicy")
+    return orjson.loads(text).get("deadLetterTargetArn") if text else None
+
+
+def _parse_allow_policy(text: str) -> dict[str, Any]:
+    policy = orjson.loads(text)
+    permission = policy.get("redrivePermission")
+    if permission not in ("allowAll", "denyAll", "byQueue"):
+        raise invalid_value(text, "RedriveAllowPolicy",
+                            "redrivePermission must be allowAll, denyAll or byQueue.")
+    arns = policy.get("sourceQueueArns")
+    if permission == "byQueue":
+        if not isinstance(arns, list) or not 1 <= len(arns) <= 10:
+            raise invalid_value(text, "RedriveAllowPolicy",
+                                "byQueue needs sourceQueueArns with 1 to 10 queue ARNs.")
+    elif arns:
+        raise invalid_value(text, "RedriveAllowPolicy",
+                            "sourceQueueArns is only allowed with redrivePermission byQueue.")
+    return policy
+
+
+def _allows(dlq: QueueRecord, source_arn: str) -> bool:
+    text = dlq.attributes.get("RedriveAllowPolicy")
+    if not text:
+        return True
+    policy = orjson.loads(text)
+    permission = policy.get("redrivePermission")
+    if permission == "denyAll":
+        return False
+    if permission == "byQueue":
+        return source_arn in policy.get("sourceQueueArns", [])
+    return True

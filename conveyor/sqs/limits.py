@@ -1,0 +1,55 @@
+"""SQS limits as data: `STRICT` is Amazon's, `RELAXED` is for test suites (ElasticMQ-style)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+KIB = 1024
+MIB = 1024 * KIB
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_message_bytes: int = MIB  # body + attribute names, types and values
+    max_batch_bytes: int = MIB  # sum over the entries of one SendMessageBatch
+    max_request_bytes: int = 4 * MIB  # raw HTTP body; base64 and JSON overhead on top of 1 MiB
+    max_batch_entries: int = 10
+    max_receive_messages: int = 10
+    max_message_attributes: int = 10
+    max_attribute_name_chars: int = 256
+    max_data_type_chars: int = 256
+    max_queue_name_chars: int = 80
+    max_batch_id_chars: int = 80
+    max_group_id_chars: int = 128
+    max_dedup_id_chars: int = 128
+    max_tags: int = 50
+    max_tag_key_chars: int = 128
+    max_tag_value_chars: int = 256
+    max_list_queues: int = 1000
+    max_visibility_s: int = 12 * 3600
+    max_delay_s: int = 15 * 60
+    max_wait_s: int = 20
+    min_retention_s: int = 60
+    max_retention_s: int = 14 * 24 * 3600
+    min_max_message_size: int = KIB
+    max_receive_count: int = 1000
+    dedup_interval_s: int = 5 * 60  # FIFO deduplication window
+    receive_attempt_s: int = 5 * 60  # ReceiveRequestAttemptId replay window
+    deleted_name_cooldown_s: int = 60  # QueueDeletedRecently
+    purge_cooldown_s: int = 60  # PurgeQueueInProgress
+    max_move_rate: int = 500  # StartMessageMoveTask MaxNumberOfMessagesPerSecond
+
+
+STRICT = Limits()
+
+# Larger messages and no cool-downs: for test suites that recreate queues at once.
+RELAXED = replace(
+    STRICT,
+    max_message_bytes=16 * MIB,
+    max_batch_bytes=16 * MIB,
+    max_request_bytes=64 * MIB,
+    deleted_name_cooldown_s=0,
+    purge_cooldown_s=0,
+)
+
+MODES = {"strict": STRICT, "relaxed": RELAXED}

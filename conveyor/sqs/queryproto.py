@@ -1,0 +1,96 @@
+"""The Query protocol: form-encoded `Action=...`, XML replies (kombu/Celery, older SDKs)."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+from urllib.parse import parse_qsl
+from xml.sax.saxutils import escape
+
+from botocore.model import Shape
+
+from conveyor.sqs import shapes
+from conveyor.sqs.errors import MalformedRequest, MissingAction, SqsError
+
+CONTENT_TYPE = b"text/xml"
+NAMESPACE = "http://queue.amazonaws.com/doc/2012-11-05/"
+
+
+def decode(query_string: bytes, body: bytes) -> tuple[str, dict[str, Any], dict[str, str]]:
+    """Return (action, canonical request, raw params). Body and query string both count."""
+    try:
+        text = body.decode("utf-8") + "&" + query_string.decode("utf-8")
+        params = dict(parse_qsl(text, keep_blank_values=True, strict_parsing=False,
+                                errors="strict", max_num_fields=10_000))
+    except (UnicodeDecodeError, ValueError):
+        raise MalformedRequest("The request body is not valid form data.") from None
+    action = params.get("Action")
+    if not action:
+        raise MissingAction()
+    request = shapes.from_query(shapes.input_shape(action), params)
+    return action, request, params
+
+
+def encode(action: str, result: dict[str, Any], request_id: str) -> bytes:
+    parts = [f'<?xml version="1.0"?><{action}Response xmlns="{NAMESPACE}">']
+    shape = shapes.output_shape(action)
+    if shape is not None:
+        parts.append(f"<{action}Result>")
+        _struct(shape, result, parts)
+        parts.append(f"</{action}Result>")
+    parts.append(f"<ResponseMetadata><RequestId>{request_id}</RequestId></ResponseMetadata>")
+    parts.append(f"</{action}Response>")
+    return "".join(parts).encode("utf-8")
+
+
+def encode_error(error: SqsError, request_id: str) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+    fault = "Sender" if error.sender_fault else "Receiver"
+    body = (
+        f'<?xml version="1.0"?><ErrorResponse xmlns="{NAMESPACE}"><Error>'
+        f"<Type>{fault}</Type><Code>{escape(error.wire_query_code())}</Code>"
+        f"<Message>{_text(error.message)}</Message><Detail/></Error>"
+        f"<RequestId>{request_id}</RequestId></ErrorResponse>"
+    )
+    return error.status, [], body.encode("utf-8")
+
+
+def _struct(shape: Shape, value: dict[str, Any], parts: list[str]) -> None:
+    for name, member in shape.members.items():
+        if name in value and value[name] is not None:
+            _member(query_name(name, member), member, value[name], parts)
+
+
+def query_name(name: str, member: Shape) -> str:
+    return shapes.query_name(name, member) if member.type_name in ("list", "map") else name
+
+
+def _member(tag: str, shape: Shape, value: Any, parts: list[str]) -> None:
+    kind = shape.type_name
+    if kind == "list":
+        for item in value:
+            _member(tag, shape.member, item, parts)
+    elif kind == "map":
+        key_name, value_name = shapes.map_key_names(shape)
+        for key, item in value.items():
+            parts.append(f"<{tag}><{key_name}>{_text(key)}</{key_name}>")
+            _member(value_name, shape.value, item, parts)
+            parts.append(f"</{tag}>")
+    elif kind == "structure":
+        parts.append(f"<{tag}>")
+        _struct(shape, value, parts)
+        parts.append(f"</{tag}>")
+    else:
+        parts.append(f"<{tag}>{_scalar(value)}</{tag}>")
+
+
+def _scalar(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    return _text(str(value))
+
+
+def _text(value: str) -> str:
+    # \r would be normalized away by XML parsers; SQS sends it as a character reference.
+    return escape(value).replace("\r", "&#xD;")

@@ -1,0 +1,220 @@
+"""SQS's request and response shapes, read from botocore's service model.
+
+Both wire protocols decode into the same canonical request: a dict shaped like the
+JSON protocol's, with integers, booleans and bytes already typed. The model tells the
+Query codec each parameter's type and element name, and rejects wrong types.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Mapping
+from functools import cache
+from typing import Any
+
+from botocore.loaders import Loader
+from botocore.model import ListShape, MapShape, ServiceModel, Shape, StructureShape
+
+from conveyor.sqs.errors import InvalidAction, InvalidParameterValue, MissingParameter
+
+# Query-era element names that the JSON model no longer carries, by member name.
+_QUERY_NAMES = {
+    "Attributes": "Attribute",
+    "AttributeNames": "AttributeName",
+    "MessageAttributes": "MessageAttribute",
+    "MessageAttributeNames": "MessageAttributeName",
+    "MessageSystemAttributes": "MessageSystemAttribute",
+    "MessageSystemAttributeNames": "MessageSystemAttributeName",
+    "Tags": "Tag",
+    "tags": "Tag",
+    "TagKeys": "TagKey",
+    "QueueUrls": "QueueUrl",
+    "queueUrls": "QueueUrl",
+    "AWSAccountIds": "AWSAccountId",
+    "Actions": "ActionName",
+    "StringListValues": "StringListValue",
+    "BinaryListValues": "BinaryListValue",
+}
+
+
+@cache
+def service_model() -> ServiceModel:
+    return ServiceModel(Loader().load_service_model("sqs", "service-2"), "sqs")
+
+
+@cache
+def operation_names() -> frozenset[str]:
+    return frozenset(service_model().operation_names)
+
+
+def input_shape(action: str) -> StructureShape:
+    if action not in operation_names():
+        raise InvalidAction(f"The action {action} is not valid for this endpoint.")
+    return service_model().operation_model(action).input_shape
+
+
+def output_shape(action: str) -> StructureShape | None:
+    return service_model().operation_model(action).output_shape
+
+
+def query_name(member: str, shape: Shape) -> str:
+    """The element / parameter name a member has in the Query protocol."""
+    if isinstance(shape, ListShape) and isinstance(shape.member, StructureShape):
+        return shape.member.name  # e.g. SendMessageBatchRequestEntry, Message
+    return _QUERY_NAMES.get(member, member)
+
+
+def map_key_names(shape: MapShape) -> tuple[str, str]:
+    return ("Key", "Value") if shape.name == "TagMap" else ("Name", "Value")
+
+
+# --- JSON: validate types in place -------------------------------------------------
+
+
+def check_json(shape: StructureShape, value: Any) -> dict[str, Any]:
+    """Check a decoded JSON request against `shape`; decode blobs; return it."""
+    if not isinstance(value, dict):
+        raise InvalidParameterValue("The request body must be a JSON object.")
+    return _check_struct(shape, value, "")
+
+
+def _check_struct(shape: StructureShape, value: Any, path: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise _wrong_type(path, "structure")
+    out: dict[str, Any] = {}
+    members = shape.members
+    for name, item in value.items():
+        member = members.get(name)
+        if member is None or item is None:
+            continue  # SQS ignores unknown members, as the AWS JSON protocol does
+        out[name] = _check(member, item, f"{path}{name}")
+    _require(shape, out, path)
+    return out
+
+
+def _check(shape: Shape, value: Any, path: str) -> Any:
+    kind = shape.type_name
+    if kind == "string":
+        if not isinstance(value, str):
+            raise _wrong_type(path, "string")
+        return value
+    if kind == "integer":
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise _wrong_type(path, "integer")
+        return value
+    if kind == "boolean":
+        if not isinstance(value, bool):
+            raise _wrong_type(path, "boolean")
+        return value
+    if kind == "blob":
+        if not isinstance(value, str):
+            raise _wrong_type(path, "base64 string")
+        return _b64decode(value, path)
+    if kind == "structure":
+        return _check_struct(shape, value, path + ".")
+    if kind == "list":
+        if not isinstance(value, list):
+            raise _wrong_type(path, "list")
+        return [_check(shape.member, item, f"{path}.{i + 1}") for i, item in enumerate(value)]
+    if kind == "map":
+        if not isinstance(value, dict):
+            raise _wrong_type(path, "map")
+        return {k: _check(shape.value, v, f"{path}.{k}") for k, v in value.items()}
+    return value
+
+
+# --- Query: flat form parameters to the canonical dict ------------------------------
+
+
+def from_query(shape: StructureShape, params: Mapping[str, str]) -> dict[str, Any]:
+    """Turn `Attribute.1.Name=x`-style form parameters into the canonical request."""
+    tree: dict[str, Any] = {}
+    for key, value in params.items():
+        node = tree
+        *parents, leaf = key.split(".")
+        for part in parents:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                break
+            node = child
+        else:
+            if leaf not in node:
+                node[leaf] = value
+    return _query_struct(shape, tree, "")
+
+
+def _query_struct(shape: StructureShape, tree: Any, path: str) -> dict[str, Any]:
+    if not isinstance(tree, dict):
+        raise _wrong_type(path.rstrip("."), "structure")
+    out: dict[str, Any] = {}
+    for name, member in shape.members.items():
+        wire = query_name(name, member) if member.type_name in ("list", "map") else name
+        if wire in tree:
+            out[name] = _query_value(member, tree[wire], f"{path}{wire}")
+    _require(shape, out, path)
+    return out
+
+
+def _query_value(shape: Shape, node: Any, path: str) -> Any:
+    kind = shape.type_name
+    if kind in ("structure", "list", "map"):
+        if kind == "structure":
+            return _query_struct(shape, node, path + ".")
+        items = _numbered(node, path)
+        if kind == "list":
+            return [_query_value(shape.member, item, f"{path}.{i}") for i, item in items]
+        key_name, value_name = map_key_names(shape)
+        out = {}
+        for i, item in items:
+            for part in (key_name, value_name):
+                if not isinstance(item, dict) or part not in item:
+                    raise MissingParameter(
+                        f"The request must contain the parameter {path}.{i}.{part}.")
+            key = _query_value(shape.key, item[key_name], f"{path}.{i}.{key_name}")
+            out[key] = _query_value(shape.value, item[value_name], f"{path}.{i}.{value_name}")
+        return out
+    if not isinstance(node, str):
+        raise _wrong_type(path, kind)
+    if kind == "integer":
+        try:
+            return int(node)
+        except ValueError:
+            raise _wrong_type(path, "integer") from None
+    if kind == "boolean":
+        if node.lower() not in ("true", "false"):
+            raise _wrong_type(path, "boolean")
+        return node.lower() == "true"
+    if kind == "blob":
+        return _b64decode(node, path)
+    return node
+
+
+def _numbered(node: Any, path: str) -> list[tuple[int, Any]]:
+    """Members `1..n` of a flattened list, in order; gaps are refused as SQS does."""
+    if not isinstance(node, dict):
+        raise _wrong_type(path, "list")
+    try:
+        indexed = sorted((int(k), v) for k, v in node.items() if k != "member")
+    except ValueError:
+        raise InvalidParameterValue(f"Invalid list index in parameter {path}.") from None
+    if "member" in node:  # non-flattened `Name.member.N` form
+        return _numbered(node["member"], path + ".member")
+    return indexed
+
+
+def _require(shape: StructureShape, out: Mapping[str, Any], path: str) -> None:
+    for name in shape.required_members:
+        if name not in out:
+            raise MissingParameter(f"The request must contain the parameter {path}{name}.")
+
+
+def _b64decode(value: str, path: str) -> bytes:
+    try:
+        return base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        raise InvalidParameterValue(f"Value for parameter {path} is not valid base64.") from None
+
+
+def _wrong_type(path: str, expected: str) -> InvalidParameterValue:
+    return InvalidParameterValue(f"Value for parameter {path} is invalid. Expected a {expected}.")

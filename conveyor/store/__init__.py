@@ -1,0 +1,1 @@
+"""Stores: atomic, durable state changes behind one interface (see base.py)."""

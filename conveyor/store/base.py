@@ -1,0 +1,154 @@
+"""The store interface: a narrow set of atomic primitives every backend meets.
+
+The service decides *what* to do (validation, defaults, SQS semantics); a store only
+makes each state change atomic and durable. Times are passed in (`now_ms`) so tests
+and the service share one clock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+class StoreError(Exception):
+    """A backend failure (disk full, database gone). Rendered as an internal error."""
+
+
+@dataclass
+class QueueRecord:
+    id: int
+    region: str
+    name: str
+    attributes: dict[str, str]  # settable attributes, defaults filled in, as SQS strings
+    tags: dict[str, str]
+    created_s: int
+    modified_s: int
+    purged_s: int = 0
+
+    @property
+    def fifo(self) -> bool:
+        return self.name.endswith(".fifo")
+
+    @property
+    def retention_ms(self) -> int:
+        return int(self.attributes["MessageRetentionPeriod"]) * 1000
+
+
+@dataclass
+class NewMessage:
+    message_id: str
+    body: str
+    md5_body: str
+    attributes: str | None  # JSON of message attributes (Binary values base64)
+    md5_attributes: str | None
+    system: str | None  # JSON of message system attributes (AWSTraceHeader)
+    sent_ms: int
+    sender_id: str
+    visible_at_ms: int
+    group_id: str | None = None
+    dedup_key: str | None = None  # FIFO: scope-qualified deduplication id
+
+
+@dataclass
+class SentMessage:
+    message_id: str
+    seq: int
+    duplicate: bool = False
+
+
+@dataclass
+class StoredMessage:
+    seq: int
+    message_id: str
+    body: str
+    md5_body: str
+    attributes: str | None
+    md5_attributes: str | None
+    system: str | None
+    sent_ms: int
+    sender_id: str
+    receive_count: int
+    first_receive_ms: int | None
+    receipt: str | None
+    group_id: str | None
+    dedup_key: str | None
+    dlq_source_arn: str | None
+
+
+@dataclass(frozen=True)
+class Redrive:
+    """Where a message goes once it has been received `max_receive_count` times."""
+
+    max_receive_count: int
+    dead_letter_queue_id: int
+    source_arn: str
+
+
+@dataclass
+class Counts:
+    visible: int = 0
+    in_flight: int = 0
+    delayed: int = 0
+
+
+@dataclass
+class Handle:
+    """One entry of a delete / change-visibility call: a decoded receipt handle."""
+
+    seq: int
+    token: str
+    visible_at_ms: int = 0
+
+
+# Outcomes of one handle in delete / change-visibility, mapped to SQS errors above.
+OK, STALE, NOT_IN_FLIGHT = "ok", "stale", "not_in_flight"
+
+
+@dataclass
+class MoveTaskRecord:
+    handle: str
+    source_queue_id: int
+    destination_queue_id: int | None  # None: back to each message's source queue
+    max_per_second: int | None
+    status: str  # RUNNING, COMPLETED, CANCELLED, FAILED
+    started_ms: int
+    moved: int = 0
+    to_move: int = 0
+    failure: str | None = None
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+class Store(Protocol):
+    """What the service needs from a backend. Every method is one atomic change."""
+
+    async def close(self) -> None: ...
+
+    # queues
+    async def create_queue(self, region: str, name: str, attributes: dict[str, str],
+                           tags: dict[str, str], now_s: int) -> QueueRecord: ...
+    async def get_queue(self, region: str, name: str) -> QueueRecord | None: ...
+    async def get_queue_by_id(self, queue_id: int) -> QueueRecord | None: ...
+    async def list_queues(self, region: str | None, prefix: str) -> list[QueueRecord]: ...
+    async def update_queue(self, queue: QueueRecord) -> None: ...
+    async def delete_queue(self, queue: QueueRecord, now_s: int) -> None: ...
+    async def deleted_at(self, region: str, name: str) -> int | None: ...
+
+    # messages
+    async def send(self, queue: QueueRecord, messages: list[NewMessage], now_ms: int,
+                   dedup_ms: int) -> list[SentMessage]: ...
+    async def receive(self, queue: QueueRecord, max_messages: int, visibility_ms: int,
+                      now_ms: int, redrive: Redrive | None) -> list[StoredMessage]: ...
+    async def delete(self, queue: QueueRecord, handles: list[Handle]) -> list[str]: ...
+    async def change_visibility(self, queue: QueueRecord, handles: list[Handle],
+                                now_ms: int) -> list[str]: ...
+    async def purge(self, queue: QueueRecord, now_ms: int) -> None: ...
+    async def counts(self, queue: QueueRecord, now_ms: int) -> Counts: ...
+    async def next_visible_ms(self, queue: QueueRecord, now_ms: int) -> int | None: ...
+    async def expire(self, now_ms: int) -> int: ...
+
+    # dead-letter move tasks
+    async def movable(self, queue: QueueRecord, limit: int, now_ms: int) -> list[StoredMessage]: ...
+    async def move(self, moves: list[tuple[int, int]], now_ms: int) -> int: ...
+    async def save_move_task(self, task: MoveTaskRecord) -> None: ...
+    async def move_tasks(self, source_queue_id: int | None) -> list[MoveTaskRecord]: ...

@@ -1,0 +1,391 @@
+"""The embedded store: one SQLite file in WAL mode.
+
+Calls run on the event loop's thread: with WAL and synchronous=NORMAL a commit is a
+write() into the log, no fsync, so it is cheaper to do inline than to hand off to a
+thread. A committed transaction survives `kill -9` of the server (the log is in the
+OS page cache); only an OS crash or power loss can roll back the last commits.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO
+
+import orjson
+
+from conveyor.store.base import (
+    NOT_IN_FLIGHT,
+    OK,
+    STALE,
+    Counts,
+    Handle,
+    MoveTaskRecord,
+    NewMessage,
+    QueueRecord,
+    Redrive,
+    SentMessage,
+    StoredMessage,
+    StoreError,
+)
+
+SCHEMA_VERSION = 1
+
+SCHEMA = """
+-- One row per queue. `attributes` and `tags` are JSON objects of strings.
+CREATE TABLE IF NOT EXISTS queues (
+    id          INTEGER PRIMARY KEY,
+    region      TEXT NOT NULL,
+    name        TEXT NOT NULL,
+    attributes  TEXT NOT NULL,
+    tags        TEXT NOT NULL,
+    created_s   INTEGER NOT NULL,
+    modified_s  INTEGER NOT NULL,
+    purged_s    INTEGER NOT NULL DEFAULT 0,  -- last PurgeQueue, for PurgeQueueInProgress
+    UNIQUE (region, name)
+);
+
+-- Names deleted recently, for QueueDeletedRecently.
+CREATE TABLE IF NOT EXISTS deleted_queues (
+    region     TEXT NOT NULL,
+    name       TEXT NOT NULL,
+    deleted_s  INTEGER NOT NULL,
+    PRIMARY KEY (region, name)
+) WITHOUT ROWID;
+
+-- One row per message. `seq` orders messages (FIFO SequenceNumber); `visible_at` serves
+-- both delay and visibility (pgmq's `vt`): a row is receivable when visible_at <= now.
+-- In flight = received at least once and not yet visible again.
+CREATE TABLE IF NOT EXISTS messages (
+    seq              INTEGER PRIMARY KEY AUTOINCREMENT,
+    queue_id         INTEGER NOT NULL,
+    message_id       TEXT NOT NULL,
+    body             TEXT NOT NULL,
+    md5_body         TEXT NOT NULL,
+    attributes       TEXT,            -- JSON message attributes
+    md5_attributes   TEXT,
+    system           TEXT,            -- JSON message system attributes (AWSTraceHeader)
+    sent_ms          INTEGER NOT NULL, -- SentTimestamp; retention counts from here
+    sender_id        TEXT NOT NULL,
+    visible_at       INTEGER NOT NULL,
+    receive_count    INTEGER NOT NULL DEFAULT 0,
+    first_receive_ms INTEGER,
+    receipt          TEXT,            -- token of the latest receive; older handles are stale
+    group_id         TEXT,            -- FIFO MessageGroupId
+    dedup_key        TEXT,            -- FIFO deduplication key (scope-qualified)
+    dlq_source_arn   TEXT             -- set when dead-lettered: the queue it came from
+);
+CREATE INDEX IF NOT EXISTS messages_ready ON messages (queue_id, visible_at);
+
+-- FIFO deduplication: a key seen within the interval maps to the message first sent.
+CREATE TABLE IF NOT EXISTS dedup (
+    queue_id    INTEGER NOT NULL,
+    dedup_key   TEXT NOT NULL,
+    message_id  TEXT NOT NULL,
+    seq         INTEGER NOT NULL,
+    expires_ms  INTEGER NOT NULL,
+    PRIMARY KEY (queue_id, dedup_key)
+) WITHOUT ROWID;
+
+-- StartMessageMoveTask state, so ListMessageMoveTasks survives restarts.
+CREATE TABLE IF NOT EXISTS move_tasks (
+    handle          TEXT PRIMARY KEY,
+    source_queue_id INTEGER NOT NULL,
+    record          TEXT NOT NULL      -- JSON of MoveTaskRecord
+);
+
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+
+_MESSAGE_COLUMNS = (
+    "seq, message_id, body, md5_body, attributes, md5_attributes, system, sent_ms, sender_id,"
+    " receive_count, first_receive_ms, receipt, group_id, dedup_key, dlq_source_arn"
+)
+
+
+class SqliteStore:
+    """The default store. One process owns a data directory (enforced with a lock file)."""
+
+    def __init__(self, data_dir: str | os.PathLike[str]) -> None:
+        self.path = Path(data_dir)
+        self.path.mkdir(parents=True, exist_ok=True)
+        self._lock = _lock_directory(self.path)
+        self.db = sqlite3.connect(self.path / "conveyor.db", isolation_level=None,
+                                  check_same_thread=False)
+        for pragma in ("journal_mode=WAL", "synchronous=NORMAL", "busy_timeout=5000",
+                       "cache_size=-65536", "temp_store=MEMORY", "foreign_keys=OFF"):
+            self.db.execute(f"PRAGMA {pragma}")
+        self.db.executescript(SCHEMA)  # idempotent; executescript commits on its own
+        with self._write():
+            self._check_version()
+
+    def _check_version(self) -> None:
+        row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        if row is None:
+            self.db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+        elif int(row[0]) > SCHEMA_VERSION:
+            raise StoreError(f"{self.path} holds schema version {row[0]}; this Conveyor "
+                             f"understands up to {SCHEMA_VERSION}. Upgrade Conveyor.")
+
+    async def close(self) -> None:
+        self.db.close()
+        self._lock.close()
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction; BEGIN IMMEDIATE takes the write lock up front."""
+        try:
+            self.db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.db
+            except BaseException:
+                self.db.execute("ROLLBACK")
+                raise
+            self.db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise StoreError(f"SQLite: {exc}") from exc
+
+    # --- queues ----------------------------------------------------------------------
+
+    async def create_queue(self, region: str, name: str, attributes: dict[str, str],
+                           tags: dict[str, str], now_s: int) -> QueueRecord:
+        with self._write() as db:
+            db.execute(
+                "INSERT OR IGNORE INTO queues (region, name, attributes, tags, created_s,"
+                " modified_s) VALUES (?, ?, ?, ?, ?, ?)",
+                (region, name, _json(attributes), _json(tags), now_s, now_s))
+            db.execute("DELETE FROM deleted_queues WHERE region=? AND name=?", (region, name))
+        queue = await self.get_queue(region, name)
+        assert queue is not None
+        return queue
+
+    async def get_queue(self, region: str, name: str) -> QueueRecord | None:
+        row = self.db.execute("SELECT * FROM queues WHERE region=? AND name=?",
+                              (region, name)).fetchone()
+        return _queue(row) if row else None
+
+    async def get_queue_by_id(self, queue_id: int) -> QueueRecord | None:
+        row = self.db.execute("SELECT * FROM queues WHERE id=?", (queue_id,)).fetchone()
+        return _queue(row) if row else None
+
+    async def list_queues(self, region: str | None, prefix: str) -> list[QueueRecord]:
+        pattern = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        if region is None:
+            rows = self.db.execute("SELECT * FROM queues ORDER BY name").fetchall()
+        else:
+            rows = self.db.execute(
+                "SELECT * FROM queues WHERE region=? AND name LIKE ? ESCAPE '\\' ORDER BY name",
+                (region, pattern)).fetchall()
+        # LIKE is case-insensitive for ASCII in SQLite; SQS prefixes are case-sensitive.
+        return [_queue(r) for r in rows if r[2].startswith(prefix)]
+
+    async def update_queue(self, queue: QueueRecord) -> None:
+        with self._write() as db:
+            db.execute("UPDATE queues SET attributes=?, tags=?, modified_s=?, purged_s=?"
+                       " WHERE id=?", (_json(queue.attributes), _json(queue.tags),
+                                       queue.modified_s, queue.purged_s, queue.id))
+
+    async def delete_queue(self, queue: QueueRecord, now_s: int) -> None:
+        with self._write() as db:
+            db.execute("DELETE FROM queues WHERE id=?", (queue.id,))
+            db.execute("DELETE FROM messages WHERE queue_id=?", (queue.id,))
+            db.execute("DELETE FROM dedup WHERE queue_id=?", (queue.id,))
+            db.execute("INSERT OR REPLACE INTO deleted_queues VALUES (?, ?, ?)",
+                       (queue.region, queue.name, now_s))
+
+    async def deleted_at(self, region: str, name: str) -> int | None:
+        row = self.db.execute("SELECT deleted_s FROM deleted_queues WHERE region=? AND name=?",
+                              (region, name)).fetchone()
+        return row[0] if row else None
+
+    # --- messages --------------------------------------------------------------------
+
+    async def send(self, queue: QueueRecord, messages: list[NewMessage], now_ms: int,
+                   dedup_ms: int) -> list[SentMessage]:
+        sent: list[SentMessage] = []
+        with self._write() as db:
+            for m in messages:
+                if m.dedup_key is not None:
+                    dup = db.execute(
+                        "SELECT message_id, seq FROM dedup WHERE queue_id=? AND dedup_key=?"
+                        " AND expires_ms>?", (queue.id, m.dedup_key, now_ms)).fetchone()
+                    if dup:
+                        sent.append(SentMessage(dup[0], dup[1], duplicate=True))
+                        continue
+                cursor = db.execute(
+                    "INSERT INTO messages (queue_id, message_id, body, md5_body, attributes,"
+                    " md5_attributes, system, sent_ms, sender_id, visible_at, group_id,"
+                    " dedup_key) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                    (queue.id, m.message_id, m.body, m.md5_body, m.attributes, m.md5_attributes,
+                     m.system, m.sent_ms, m.sender_id, m.visible_at_ms, m.group_id, m.dedup_key))
+                seq = cursor.lastrowid
+                assert seq is not None
+                if m.dedup_key is not None:
+                    db.execute("INSERT OR REPLACE INTO dedup VALUES (?, ?, ?, ?, ?)",
+                               (queue.id, m.dedup_key, m.message_id, seq, now_ms + dedup_ms))
+                sent.append(SentMessage(m.message_id, seq))
+        return sent
+
+    async def receive(self, queue: QueueRecord, max_messages: int, visibility_ms: int,
+                      now_ms: int, redrive: Redrive | None) -> list[StoredMessage]:
+        cutoff = now_ms - queue.retention_ms
+        with self._write() as db:
+            if queue.fifo:
+                candidates = self._fifo_candidates(db, queue.id, max_messages, now_ms)
+            else:
+                candidates = db.execute(
+                    f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE queue_id=? AND visible_at<=?"
+                    " ORDER BY visible_at LIMIT ?", (queue.id, now_ms, max_messages)).fetchall()
+            taken: list[StoredMessage] = []
+            for row in candidates:
+                message = StoredMessage(*row)
+                if message.sent_ms <= cutoff:
+                    db.execute("DELETE FROM messages WHERE seq=?", (message.seq,))
+                elif redrive and message.receive_count >= redrive.max_receive_count:
+                    db.execute(
+                        "UPDATE messages SET queue_id=?, visible_at=?, receive_count=0,"
+                        " first_receive_ms=NULL, receipt=NULL, dlq_source_arn=? WHERE seq=?",
+                        (redrive.dead_letter_queue_id, now_ms, redrive.source_arn, message.seq))
+                else:
+                    message.receive_count += 1
+                    message.first_receive_ms = message.first_receive_ms or now_ms
+                    message.receipt = os.urandom(8).hex()
+                    taken.append(message)
+            db.executemany(
+                "UPDATE messages SET visible_at=?, receive_count=?, first_receive_ms=?, receipt=?"
+                " WHERE seq=?",
+                [(now_ms + visibility_ms, m.receive_count, m.first_receive_ms, m.receipt, m.seq)
+                 for m in taken])
+        return taken
+
+    def _fifo_candidates(self, db: sqlite3.Connection, queue_id: int, limit: int,
+                         now_ms: int) -> list[tuple]:
+        """Visible messages in order, skipping every group that has one in flight."""
+        blocked = {row[0] for row in db.execute(
+            "SELECT DISTINCT group_id FROM messages WHERE queue_id=? AND visible_at>?"
+            " AND receive_count>0", (queue_id, now_ms))}
+        picked: list[tuple] = []
+        rows = db.execute(f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE queue_id=?"
+                          " AND visible_at<=? ORDER BY seq", (queue_id, now_ms))
+        for row in rows:
+            if row[12] not in blocked:
+                picked.append(row)
+                if len(picked) == limit:
+                    break
+        return picked
+
+    async def delete(self, queue: QueueRecord, handles: list[Handle]) -> list[str]:
+        outcomes = []
+        with self._write() as db:
+            for h in handles:
+                deleted = db.execute(
+                    "DELETE FROM messages WHERE seq=? AND queue_id=? AND receipt=?",
+                    (h.seq, queue.id, h.token)).rowcount
+                if deleted:
+                    outcomes.append(OK)
+                else:
+                    exists = db.execute("SELECT 1 FROM messages WHERE seq=? AND queue_id=?",
+                                        (h.seq, queue.id)).fetchone()
+                    outcomes.append(STALE if exists else OK)
+        return outcomes
+
+    async def change_visibility(self, queue: QueueRecord, handles: list[Handle],
+                                now_ms: int) -> list[str]:
+        outcomes = []
+        with self._write() as db:
+            for h in handles:
+                row = db.execute("SELECT receipt, visible_at FROM messages WHERE seq=? AND"
+                                 " queue_id=?", (h.seq, queue.id)).fetchone()
+                if row is None or row[0] != h.token:
+                    outcomes.append(STALE)
+                elif row[1] <= now_ms:
+                    outcomes.append(NOT_IN_FLIGHT)
+                else:
+                    db.execute("UPDATE messages SET visible_at=? WHERE seq=?",
+                               (h.visible_at_ms, h.seq))
+                    outcomes.append(OK)
+        return outcomes
+
+    async def purge(self, queue: QueueRecord, now_ms: int) -> None:
+        with self._write() as db:
+            db.execute("DELETE FROM messages WHERE queue_id=? AND sent_ms<=?", (queue.id, now_ms))
+            db.execute("UPDATE queues SET purged_s=? WHERE id=?", (now_ms // 1000, queue.id))
+
+    async def counts(self, queue: QueueRecord, now_ms: int) -> Counts:
+        row = self.db.execute(
+            "SELECT COALESCE(SUM(visible_at<=:now),0),"
+            " COALESCE(SUM(visible_at>:now AND receive_count>0),0),"
+            " COALESCE(SUM(visible_at>:now AND receive_count=0),0)"
+            " FROM messages WHERE queue_id=:q AND sent_ms>:cutoff",
+            {"now": now_ms, "q": queue.id, "cutoff": now_ms - queue.retention_ms}).fetchone()
+        return Counts(*row)
+
+    async def next_visible_ms(self, queue: QueueRecord, now_ms: int) -> int | None:
+        row = self.db.execute("SELECT MIN(visible_at) FROM messages WHERE queue_id=?"
+                              " AND visible_at>?", (queue.id, now_ms)).fetchone()
+        return row[0]
+
+    async def expire(self, now_ms: int) -> int:
+        """Delete messages past their queue's retention and stale dedup entries."""
+        removed = 0
+        with self._write() as db:
+            for queue_id, attributes in db.execute("SELECT id, attributes FROM queues").fetchall():
+                retention_ms = int(orjson.loads(attributes)["MessageRetentionPeriod"]) * 1000
+                removed += db.execute("DELETE FROM messages WHERE queue_id=? AND sent_ms<=?",
+                                      (queue_id, now_ms - retention_ms)).rowcount
+            db.execute("DELETE FROM dedup WHERE expires_ms<=?", (now_ms,))
+            db.execute("DELETE FROM messages WHERE queue_id NOT IN (SELECT id FROM queues)")
+        return removed
+
+    # --- move tasks ------------------------------------------------------------------
+
+    async def movable(self, queue: QueueRecord, limit: int, now_ms: int) -> list[StoredMessage]:
+        rows = self.db.execute(
+            f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE queue_id=? AND visible_at<=?"
+            " AND sent_ms>? ORDER BY seq LIMIT ?",
+            (queue.id, now_ms, now_ms - queue.retention_ms, limit)).fetchall()
+        return [StoredMessage(*r) for r in rows]
+
+    async def move(self, moves: list[tuple[int, int]], now_ms: int) -> int:
+        """Move messages (seq → destination queue id) as fresh, visible messages."""
+        with self._write() as db:
+            return sum(db.execute(
+                "UPDATE messages SET queue_id=?, visible_at=?, receive_count=0,"
+                " first_receive_ms=NULL, receipt=NULL, dlq_source_arn=NULL"
+                " WHERE seq=? AND visible_at<=?", (dest, now_ms, seq, now_ms)).rowcount
+                for seq, dest in moves)
+
+    async def save_move_task(self, task: MoveTaskRecord) -> None:
+        with self._write() as db:
+            db.execute("INSERT OR REPLACE INTO move_tasks VALUES (?, ?, ?)",
+                       (task.handle, task.source_queue_id, _json(task.__dict__)))
+
+    async def move_tasks(self, source_queue_id: int | None) -> list[MoveTaskRecord]:
+        """The tasks of one source queue, or of all queues (None)."""
+        rows = self.db.execute("SELECT record FROM move_tasks WHERE ? IS NULL OR"
+                               " source_queue_id=?", (source_queue_id, source_queue_id)).fetchall()
+        return [MoveTaskRecord(**orjson.loads(r[0])) for r in rows]
+
+
+def _queue(row: tuple) -> QueueRecord:
+    return QueueRecord(id=row[0], region=row[1], name=row[2], attributes=orjson.loads(row[3]),
+                       tags=orjson.loads(row[4]), created_s=row[5], modified_s=row[6],
+                       purged_s=row[7])
+
+
+def _json(value: object) -> str:
+    return orjson.dumps(value).decode()
+
+
+def _lock_directory(path: Path) -> IO[str]:
+    handle = open(path / "conveyor.lock", "w")  # noqa: SIM115 - held for the store's life
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        raise StoreError(f"{path} is in use by another Conveyor server") from None
+    return handle
