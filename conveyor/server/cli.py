@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import logging
-import sys
+import signal
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
 import click
 
+from conveyor.clock import Clock
+from conveyor.server.app import App, ServerSettings
 from conveyor.server.config import ConfigError, declare_queues, load, queue_declarations
+from conveyor.server.http import HttpServer
+from conveyor.service import Service
 from conveyor.sqs.limits import MODES
+from conveyor.store.base import StoreError
+from conveyor.store.sqlite import SqliteStore
+
+log = logging.getLogger("conveyor.server")
 
 DEFAULT_PORT = 9324  # ElasticMQ's port: existing local-SQS setups point here already
 
@@ -85,38 +95,44 @@ def _is_loopback(host: str) -> bool:
 
 
 def run(settings: dict[str, Any]) -> None:
-    import uvicorn
-
-    from conveyor.clock import Clock
-    from conveyor.server.app import App, ServerSettings
-    from conveyor.service import Service
-    from conveyor.store.base import StoreError
-    from conveyor.store.sqlite import SqliteStore
-
     logging.basicConfig(level=settings["log_level"].upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        store = SqliteStore(settings["data_dir"])
-    except StoreError as exc:
+        _event_loop_runner()(serve(settings))
+    except (StoreError, OSError, ConfigError) as exc:
         raise click.ClickException(str(exc)) from None
-    service = Service(store, MODES[settings["mode"]], Clock(), settings["account_id"])
-    server_settings = ServerSettings(settings["account_id"], settings["region"],
-                                     settings["access_keys"], settings.get("dev_clock") or False)
 
-    async def startup() -> None:
+
+async def serve(settings: dict[str, Any]) -> None:
+    """Open the store, declare queues, listen until SIGTERM / SIGINT, then drain."""
+    store = SqliteStore(settings["data_dir"])
+    service = Service(store, MODES[settings["mode"]], Clock(), settings["account_id"])
+    try:
         await declare_queues(service, settings["queues"], settings["account_id"],
                              settings["region"])
+        app = App(service, ServerSettings(settings["account_id"], settings["region"],
+                                          settings["access_keys"],
+                                          settings.get("dev_clock") or False))
+        http = HttpServer(app.handle, service.limits.max_request_bytes)
+        await http.start(settings["host"], settings["port"])
+        app.start()
+        log.info("Conveyor listening on http://%s:%s (store: %s, mode: %s)", settings["host"],
+                 settings["port"], Path(settings["data_dir"]).resolve(), settings["mode"])
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, stop.set)
+        await stop.wait()
+        log.info("shutting down: answering long polls, finishing requests")
+        app.stop()
+        await http.stop()
+    finally:
+        await store.close()
 
-    app = App(service, server_settings, on_startup=startup)
-    logging.getLogger("conveyor.server").info(
-        "Conveyor listening on http://%s:%s (store: %s, mode: %s)", settings["host"],
-        settings["port"], Path(settings["data_dir"]).resolve(), settings["mode"])
-    config = uvicorn.Config(app, host=settings["host"], port=settings["port"],
-                            loop="uvloop" if sys.platform != "win32" else "asyncio",
-                            http="httptools", lifespan="on", access_log=False,
-                            log_level="warning", timeout_keep_alive=75,
-                            h11_max_incomplete_event_size=64 * 1024)
-    server = uvicorn.Server(config)
-    server.run()
-    if not server.started:  # startup failed (port taken, bad queue declaration): say so
-        sys.exit(1)
+
+def _event_loop_runner() -> Callable[[Coroutine[Any, Any, None]], None]:
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is not available on Windows
+        return asyncio.run
+    return uvloop.run

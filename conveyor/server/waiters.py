@@ -45,5 +45,9 @@ class Waiters:
                     if not parked:
                         del self._parked[queue_id]
 
+    def notify_all(self) -> None:
+        for queue_id in list(self._parked):
+            self.notify(queue_id, len(self._parked.get(queue_id, ())))
+
     def parked(self) -> int:
         return sum(len(p) for p in self._parked.values())

@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import uuid
+import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -112,7 +112,7 @@ class MessageActions(ServiceBase):
         delay_s = self._delay(queue, req)
         group_id, dedup_key = self._fifo_keys(queue, req, body)
         return NewMessage(
-            message_id=str(uuid.uuid4()),
+            message_id=new_message_id(),
             body=body,
             md5_body=md5_of_body(body),
             attributes=_encode_attributes(user_attributes) if user_attributes else None,
@@ -365,17 +365,23 @@ class MessageActions(ServiceBase):
         return {"Successful": successful, "Failed": failed}
 
 
+def new_message_id() -> str:
+    """A random (version 4) UUID; formatted by hand, which is several times cheaper."""
+    h = os.urandom(16).hex()
+    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{'89ab'[int(h[16], 16) & 3]}{h[17:20]}-{h[20:]}"
+
+
 def _entry_handle(entry: Request) -> Handle:
     return decode_handle(entry["ReceiptHandle"])
 
 
 def encode_handle(seq: int, token: str) -> str:
-    return base64.urlsafe_b64encode(f"{seq}:{token}".encode()).decode()
+    return base64.b64encode(f"{seq}:{token}".encode()).decode()
 
 
 def decode_handle(raw: str) -> Handle:
     try:
-        seq, token = base64.urlsafe_b64decode(raw.encode()).decode().split(":")
+        seq, token = base64.b64decode(raw, validate=True).decode().split(":")
         return Handle(int(seq), token)
     except (ValueError, binascii.Error, UnicodeError):
         raise ReceiptHandleIsInvalid(

@@ -16,8 +16,10 @@ CONTENT_TYPE = b"text/xml"
 NAMESPACE = "http://queue.amazonaws.com/doc/2012-11-05/"
 
 
-def decode(query_string: bytes, body: bytes) -> tuple[str, dict[str, Any], dict[str, str]]:
-    """Return (action, canonical request, raw params). Body and query string both count."""
+def decode(query_string: bytes, body: bytes,
+           path_queue_url: str | None = None) -> tuple[str, dict[str, Any]]:
+    """Return (action, canonical request). Body and query string both count; older SDKs
+    POST to the queue URL itself, so `path_queue_url` stands in for a missing QueueUrl."""
     try:
         text = body.decode("utf-8") + "&" + query_string.decode("utf-8")
         params = dict(parse_qsl(text, keep_blank_values=True, strict_parsing=False,
@@ -27,8 +29,10 @@ def decode(query_string: bytes, body: bytes) -> tuple[str, dict[str, Any], dict[
     action = params.get("Action")
     if not action:
         raise MissingAction()
-    request = shapes.from_query(shapes.input_shape(action), params)
-    return action, request, params
+    shape = shapes.input_shape(action)
+    if path_queue_url and "QueueUrl" in shape.members:
+        params.setdefault("QueueUrl", path_queue_url)
+    return action, shapes.from_query(shape, params)
 
 
 def encode(action: str, result: dict[str, Any], request_id: str) -> bytes:

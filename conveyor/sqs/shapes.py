@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import cache
 from typing import Any
 
@@ -69,59 +69,109 @@ def map_key_names(shape: MapShape) -> tuple[str, str]:
     return ("Key", "Value") if shape.name == "TagMap" else ("Name", "Value")
 
 
-# --- JSON: validate types in place -------------------------------------------------
+# --- JSON: validate types, compiled once per shape ---------------------------------
+
+Checker = Callable[[Any], Any]
+
+
+class _Mismatch(Exception):
+    """A wrong type somewhere below; members add their names on the way up."""
+
+    def __init__(self, expected: str, path: str = "") -> None:
+        self.expected, self.path = expected, path
 
 
 def check_json(shape: StructureShape, value: Any) -> dict[str, Any]:
     """Check a decoded JSON request against `shape`; decode blobs; return it."""
     if not isinstance(value, dict):
         raise InvalidParameterValue("The request body must be a JSON object.")
-    return _check_struct(shape, value, "")
+    try:
+        return _checker(shape)(value)
+    except _Mismatch as exc:
+        raise _wrong_type(exc.path, exc.expected) from None
 
 
-def _check_struct(shape: StructureShape, value: Any, path: str) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise _wrong_type(path, "structure")
-    out: dict[str, Any] = {}
-    members = shape.members
-    for name, item in value.items():
-        member = members.get(name)
-        if member is None or item is None:
-            continue  # SQS ignores unknown members, as the AWS JSON protocol does
-        out[name] = _check(member, item, f"{path}{name}")
-    _require(shape, out, path)
-    return out
-
-
-def _check(shape: Shape, value: Any, path: str) -> Any:
+@cache
+def _checker(shape: Shape) -> Checker:
     kind = shape.type_name
-    if kind == "string":
-        if not isinstance(value, str):
-            raise _wrong_type(path, "string")
-        return value
-    if kind == "integer":
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise _wrong_type(path, "integer")
-        return value
-    if kind == "boolean":
-        if not isinstance(value, bool):
-            raise _wrong_type(path, "boolean")
-        return value
-    if kind == "blob":
-        if not isinstance(value, str):
-            raise _wrong_type(path, "base64 string")
-        return _b64decode(value, path)
     if kind == "structure":
-        return _check_struct(shape, value, path + ".")
+        return _struct_checker(shape)
     if kind == "list":
-        if not isinstance(value, list):
-            raise _wrong_type(path, "list")
-        return [_check(shape.member, item, f"{path}.{i + 1}") for i, item in enumerate(value)]
+        return _list_checker(shape)
     if kind == "map":
+        return _map_checker(shape)
+    if kind == "blob":
+        def check_blob(value: Any) -> bytes:
+            if not isinstance(value, str):
+                raise _Mismatch("base64 string")
+            return _b64decode(value, "")
+        return check_blob
+    expected = {"string": str, "integer": int, "boolean": bool}.get(kind)
+    if expected is None:
+        return lambda value: value
+
+    def check_scalar(value: Any) -> Any:
+        # bool is an int in Python; JSON true is not an SQS integer.
+        if type(value) is not expected:
+            raise _Mismatch(kind)
+        return value
+    return check_scalar
+
+
+def _struct_checker(shape: StructureShape) -> Checker:
+    members = {name: _checker(member) for name, member in shape.members.items()}
+    required = tuple(shape.required_members)
+
+    def check_struct(value: Any) -> dict[str, Any]:
         if not isinstance(value, dict):
-            raise _wrong_type(path, "map")
-        return {k: _check(shape.value, v, f"{path}.{k}") for k, v in value.items()}
-    return value
+            raise _Mismatch("structure")
+        out = {}
+        for name, item in value.items():
+            check = members.get(name)
+            if check is None or item is None:
+                continue  # unknown members are ignored, as the AWS JSON protocol does
+            try:
+                out[name] = check(item)
+            except _Mismatch as exc:
+                raise _Mismatch(exc.expected, _join(name, exc.path)) from None
+        for name in required:
+            if name not in out:
+                raise MissingParameter(f"The request must contain the parameter {name}.")
+        return out
+    return check_struct
+
+
+def _list_checker(shape: ListShape) -> Checker:
+    check_item = _checker(shape.member)
+
+    def check_list(value: Any) -> list[Any]:
+        if not isinstance(value, list):
+            raise _Mismatch("list")
+        try:
+            return [check_item(item) for item in value]
+        except _Mismatch as exc:
+            raise _Mismatch(exc.expected, _join("member", exc.path)) from None
+    return check_list
+
+
+def _map_checker(shape: MapShape) -> Checker:
+    check_value = _checker(shape.value)
+
+    def check_map(value: Any) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise _Mismatch("map")
+        out = {}
+        for key, item in value.items():
+            try:
+                out[key] = check_value(item)
+            except _Mismatch as exc:
+                raise _Mismatch(exc.expected, _join(key, exc.path)) from None
+        return out
+    return check_map
+
+
+def _join(name: str, path: str) -> str:
+    return f"{name}.{path}" if path else name
 
 
 # --- Query: flat form parameters to the canonical dict ------------------------------

@@ -101,6 +101,12 @@ CREATE TABLE IF NOT EXISTS move_tasks (
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
+_INSERT = (
+    "INSERT INTO messages (queue_id, message_id, body, md5_body, attributes, md5_attributes,"
+    " system, sent_ms, sender_id, visible_at, group_id, dedup_key)"
+    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
+)
+
 _MESSAGE_COLUMNS = (
     "seq, message_id, body, md5_body, attributes, md5_attributes, system, sent_ms, sender_id,"
     " receive_count, first_receive_ms, receipt, group_id, dedup_key, dlq_source_arn"
@@ -206,6 +212,8 @@ class SqliteStore:
 
     async def send(self, queue: QueueRecord, messages: list[NewMessage], now_ms: int,
                    dedup_ms: int) -> list[SentMessage]:
+        if all(m.dedup_key is None for m in messages):
+            return self._send_many(queue, messages)
         sent: list[SentMessage] = []
         with self._write() as db:
             for m in messages:
@@ -216,19 +224,22 @@ class SqliteStore:
                     if dup:
                         sent.append(SentMessage(dup[0], dup[1], duplicate=True))
                         continue
-                cursor = db.execute(
-                    "INSERT INTO messages (queue_id, message_id, body, md5_body, attributes,"
-                    " md5_attributes, system, sent_ms, sender_id, visible_at, group_id,"
-                    " dedup_key) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                    (queue.id, m.message_id, m.body, m.md5_body, m.attributes, m.md5_attributes,
-                     m.system, m.sent_ms, m.sender_id, m.visible_at_ms, m.group_id, m.dedup_key))
-                seq = cursor.lastrowid
+                seq = db.execute(_INSERT, _insert_row(queue, m)).lastrowid
                 assert seq is not None
                 if m.dedup_key is not None:
                     db.execute("INSERT OR REPLACE INTO dedup VALUES (?, ?, ?, ?, ?)",
                                (queue.id, m.dedup_key, m.message_id, seq, now_ms + dedup_ms))
                 sent.append(SentMessage(m.message_id, seq))
         return sent
+
+    def _send_many(self, queue: QueueRecord, messages: list[NewMessage]) -> list[SentMessage]:
+        """No deduplication to check: one executemany. AUTOINCREMENT under the write lock
+        hands out consecutive seqs, so the last one tells all of them."""
+        with self._write() as db:
+            db.executemany(_INSERT, [_insert_row(queue, m) for m in messages])
+            last = db.execute("SELECT last_insert_rowid()").fetchone()[0]
+        first = last - len(messages) + 1
+        return [SentMessage(m.message_id, first + i) for i, m in enumerate(messages)]
 
     async def receive(self, queue: QueueRecord, max_messages: int, visibility_ms: int,
                       now_ms: int, redrive: Redrive | None) -> list[StoredMessage]:
@@ -279,6 +290,16 @@ class SqliteStore:
         return picked
 
     async def delete(self, queue: QueueRecord, handles: list[Handle]) -> list[str]:
+        with self._write() as db:
+            deleted = db.executemany(
+                "DELETE FROM messages WHERE seq=? AND queue_id=? AND receipt=?",
+                [(h.seq, queue.id, h.token) for h in handles]).rowcount
+        if deleted == len(handles):
+            return [OK] * len(handles)
+        return await self._delete_each(queue, handles)
+
+    async def _delete_each(self, queue: QueueRecord, handles: list[Handle]) -> list[str]:
+        """Slow path when some handle did not delete: tell stale ones from gone ones."""
         outcomes = []
         with self._write() as db:
             for h in handles:
@@ -369,6 +390,11 @@ class SqliteStore:
         rows = self.db.execute("SELECT record FROM move_tasks WHERE ? IS NULL OR"
                                " source_queue_id=?", (source_queue_id, source_queue_id)).fetchall()
         return [MoveTaskRecord(**orjson.loads(r[0])) for r in rows]
+
+
+def _insert_row(queue: QueueRecord, m: NewMessage) -> tuple:
+    return (queue.id, m.message_id, m.body, m.md5_body, m.attributes, m.md5_attributes,
+            m.system, m.sent_ms, m.sender_id, m.visible_at_ms, m.group_id, m.dedup_key)
 
 
 def _queue(row: tuple) -> QueueRecord:

@@ -1,0 +1,226 @@
+"""A small HTTP/1.1 server on asyncio + httptools, made for the SQS API's shape.
+
+Why not uvicorn: every SQS call is one small POST, and the generic ASGI machinery cost
+about 45 µs of CPU per request here, more than the queue work of a batched send. This
+keeps what the API needs: keep-alive, pipelining, Content-Length and chunked bodies,
+`Expect: 100-continue`, size limits with clear errors, and a future that tells a long
+poll its client has gone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from email.utils import formatdate
+from typing import cast
+
+import httptools
+
+log = logging.getLogger("conveyor.server.http")
+
+MAX_HEADER_BYTES = 64 * 1024  # URL + headers of one request
+IDLE_TIMEOUT_S = 75.0  # close keep-alive connections idle this long (above common LB idle)
+
+
+@dataclass
+class Request:
+    method: str
+    path: str
+    query_string: bytes
+    headers: dict[str, str]  # lower-cased names
+    body: bytes
+    client_gone: asyncio.Future[None]  # resolves when the connection closes
+    scheme: str = "http"
+    body_too_large: bool = False  # the body passed max_body_bytes and was dropped
+
+
+@dataclass
+class Response:
+    status: int
+    body: bytes
+    content_type: bytes = b"application/json"
+    headers: list[tuple[bytes, bytes]] = field(default_factory=list)
+
+
+Handler = Callable[[Request], Awaitable[Response | None]]
+
+_REASONS = {200: b"OK", 400: b"Bad Request", 403: b"Forbidden", 404: b"Not Found",
+            413: b"Payload Too Large", 431: b"Request Header Fields Too Large",
+            500: b"Internal Server Error", 503: b"Service Unavailable"}
+
+
+class _Connection(asyncio.Protocol):
+    def __init__(self, server: HttpServer) -> None:
+        self.server = server
+        self.parser = httptools.HttpRequestParser(self)
+        self.transport: asyncio.Transport | None = None
+        self.gone: asyncio.Future[None] = server.loop.create_future()
+        self.pending: deque[tuple[Request, bool]] = deque()  # (request, keep-alive)
+        self.worker: asyncio.Task[None] | None = None
+        self._reset()
+        self.idle_timer: asyncio.TimerHandle | None = None
+
+    def _reset(self) -> None:
+        self.url = b""
+        self.headers: dict[str, str] = {}
+        self.header_bytes = 0
+        self.body: list[bytes] = []
+        self.body_bytes = 0
+        self.rejected: Response | None = None
+
+    # --- asyncio.Protocol --------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
+        self.server.connections.add(self)
+        self._arm_idle()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.server.connections.discard(self)
+        if not self.gone.done():
+            self.gone.set_result(None)
+        if self.idle_timer:
+            self.idle_timer.cancel()
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            self._fail(400, b"Upgrades are not supported.")
+        except httptools.HttpParserError:
+            self._fail(400, b"Malformed HTTP request.")
+
+    # --- httptools callbacks ------------------------------------------------------------
+
+    def on_message_begin(self) -> None:
+        self._reset()
+        if self.idle_timer:
+            self.idle_timer.cancel()
+            self.idle_timer = None
+
+    def on_url(self, url: bytes) -> None:
+        self.url += url
+        self._count_header(len(url))
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._count_header(len(name) + len(value))
+        key = name.decode("latin-1").lower()
+        self.headers[key] = value.decode("latin-1")
+
+    def on_headers_complete(self) -> None:
+        if self.headers.get("expect", "").lower() == "100-continue" and self.transport:
+            self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+
+    def on_body(self, body: bytes) -> None:
+        self.body_bytes += len(body)
+        if self.body_bytes <= self.server.max_body_bytes:
+            self.body.append(body)
+
+    def on_message_complete(self) -> None:
+        if self.header_bytes > MAX_HEADER_BYTES:
+            self.rejected = Response(431, b'{"message":"Request headers too large."}')
+        url = httptools.parse_url(self.url)
+        too_large = self.body_bytes > self.server.max_body_bytes
+        request = Request(self.parser.get_method().decode("ascii", "replace"),
+                          url.path.decode("latin-1"), url.query or b"", self.headers,
+                          b"" if too_large else b"".join(self.body), self.gone,
+                          body_too_large=too_large)
+        if self.rejected:
+            request.method = "REJECTED"
+        self.pending.append((request, self.parser.should_keep_alive()))
+        if self.worker is None or self.worker.done():
+            self.worker = self.server.loop.create_task(self._serve_pending())
+
+    def _count_header(self, size: int) -> None:
+        self.header_bytes += size
+
+    # --- serving -------------------------------------------------------------------------
+
+    async def _serve_pending(self) -> None:
+        """Answer pipelined requests in order, one at a time."""
+        while self.pending:
+            request, keep_alive = self.pending.popleft()
+            if request.method == "REJECTED":
+                response: Response | None = self.rejected
+                keep_alive = False
+            else:
+                try:
+                    response = await self.server.handler(request)
+                except Exception:  # the handler maps its own errors; this is a last guard
+                    log.exception("unhandled error answering %s %s", request.method,
+                                  request.path)
+                    response = Response(500, b'{"message":"Internal error."}')
+            if self.transport is None or self.transport.is_closing():
+                return
+            if response is not None:
+                self._write(response, keep_alive)
+            if not keep_alive or response is None:
+                self.transport.close()
+                return
+        self._arm_idle()
+
+    def _write(self, response: Response, keep_alive: bool) -> None:
+        assert self.transport is not None
+        head = [b"HTTP/1.1 %d %s\r\n" % (response.status, _REASONS.get(response.status, b"OK")),
+                b"content-type: %s\r\ncontent-length: %d\r\ndate: %s\r\n"
+                % (response.content_type, len(response.body), self.server.date())]
+        head += [b"%s: %s\r\n" % pair for pair in response.headers]
+        if not keep_alive:
+            head.append(b"connection: close\r\n")
+        head.append(b"\r\n")
+        self.transport.write(b"".join(head) + response.body)
+
+    def _fail(self, status: int, message: bytes) -> None:
+        if self.transport and not self.transport.is_closing():
+            self._write(Response(status, b'{"message":"%s"}' % message), keep_alive=False)
+            self.transport.close()
+
+    def _arm_idle(self) -> None:
+        if self.transport and not self.transport.is_closing():
+            self.idle_timer = self.server.loop.call_later(IDLE_TIMEOUT_S, self.transport.close)
+
+    def close_if_idle(self) -> None:
+        if self.transport and not self.pending and (self.worker is None or self.worker.done()):
+            self.transport.close()
+
+
+class HttpServer:
+    def __init__(self, handler: Handler, max_body_bytes: int) -> None:
+        self.handler = handler
+        self.max_body_bytes = max_body_bytes
+        self.loop = asyncio.get_running_loop()
+        self.connections: set[_Connection] = set()
+        self._server: asyncio.Server | None = None
+        self._date = b""
+        self._date_at = 0.0
+
+    def date(self) -> bytes:
+        now = self.loop.time()
+        if now - self._date_at >= 1:
+            self._date = formatdate(usegmt=True).encode()
+            self._date_at = now
+        return self._date
+
+    async def start(self, host: str, port: int) -> None:
+        self._server = await self.loop.create_server(lambda: _Connection(self), host, port,
+                                                     reuse_address=True, backlog=1024)
+
+    async def stop(self, grace_s: float = 5.0) -> None:
+        """Stop accepting; close idle connections; give busy ones `grace_s` to finish."""
+        if self._server:
+            self._server.close()
+        deadline = self.loop.time() + grace_s
+        while self.connections and self.loop.time() < deadline:
+            for connection in list(self.connections):
+                connection.close_if_idle()
+            await asyncio.sleep(0.05)
+        for connection in list(self.connections):
+            if connection.transport:
+                connection.transport.abort()
+        if self._server:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 1)
