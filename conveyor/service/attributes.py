@@ -31,7 +31,7 @@ OPTIONAL = ("Policy", "RedrivePolicy", "RedriveAllowPolicy", "KmsMasterKeyId")
 def defaults(limits: Limits, fifo: bool) -> dict[str, str]:
     values = {
         "DelaySeconds": "0",
-        "MaximumMessageSize": str(limits.max_message_bytes),
+        "MaximumMessageSize": "1048576",  # SQS's default; relaxed mode only allows more
         "MessageRetentionPeriod": "345600",
         "ReceiveMessageWaitTimeSeconds": "0",
         "VisibilityTimeout": "30",

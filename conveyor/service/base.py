@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from typing import Any
 from urllib.parse import urlsplit
 
 from conveyor.clock import Clock
@@ -30,6 +31,10 @@ class ServiceBase:
         # each change; shared stores pass a short `queue_cache_s`.
         self._queue_cache_s = queue_cache_s
         self._queues: dict[tuple[str, str], tuple[QueueRecord, float]] = {}
+        # FIFO ReceiveRequestAttemptId replays: (queue id, attempt id) → (until ms, result),
+        # and which attempt returned each message, to end a replay once one is touched.
+        self._attempts: dict[tuple[int, str], tuple[int, dict[str, Any]]] = {}
+        self._attempt_of: dict[tuple[int, int], tuple[int, str]] = {}
 
     async def queue(self, ctx: RequestContext, url_or_name: str) -> QueueRecord:
         """Find a queue by URL (any host) or bare name, in the caller's region."""

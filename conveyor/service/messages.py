@@ -27,6 +27,7 @@ from conveyor.sqs.errors import (
 from conveyor.sqs.md5 import md5_of_attributes, md5_of_body
 from conveyor.store.base import (
     NOT_IN_FLIGHT,
+    OK,
     STALE,
     Handle,
     NewMessage,
@@ -225,9 +226,21 @@ class MessageActions(ServiceBase):
                            m.receive_count)
         result = {"Messages": messages} if messages else {}
         if plan.attempt_id and messages:
-            self._attempts[(queue.id, plan.attempt_id)] = (
-                now_ms + self.limits.receive_attempt_s * 1000, result)
+            self._prune_attempts()
+            key = (queue.id, plan.attempt_id)
+            self._attempts[key] = (now_ms + self.limits.receive_attempt_s * 1000, result)
+            for m in stored:
+                self._attempt_of[(queue.id, m.seq)] = key
         return result
+
+    def _touched(self, queue: QueueRecord, handles: list[Handle]) -> list[Handle]:
+        """Deleting or changing a message ends the replay of the receive that returned it."""
+        if queue.fifo:
+            for h in handles:
+                key = self._attempt_of.pop((queue.id, h.seq), None)
+                if key:
+                    self._attempts.pop(key, None)
+        return handles
 
     async def seconds_until_visible(self, plan: ReceivePlan) -> float | None:
         """How long until the queue's next delayed or in-flight message becomes visible."""
@@ -235,14 +248,14 @@ class MessageActions(ServiceBase):
         next_ms = await self.store.next_visible_ms(plan.queue, now_ms)
         return None if next_ms is None else max(0.0, (next_ms - now_ms) / 1000)
 
-    @property
-    def _attempts(self) -> dict[tuple[int, str], tuple[int, dict[str, Any]]]:
-        attempts = self.__dict__.setdefault("_receive_attempts", {})
-        if len(attempts) > 10_000:  # bound memory: drop expired replays
+    def _prune_attempts(self) -> None:
+        """Bound memory: drop expired replays once there are many."""
+        if len(self._attempts) > 10_000:
             now_ms = self.clock.now_ms()
-            for key in [k for k, (until, _) in attempts.items() if until <= now_ms]:
-                del attempts[key]
-        return attempts
+            for key in [k for k, (until, _) in self._attempts.items() if until <= now_ms]:
+                del self._attempts[key]
+            live = set(self._attempts)
+            self._attempt_of = {k: v for k, v in self._attempt_of.items() if v in live}
 
     async def _redrive_for(self, ctx: RequestContext, queue: QueueRecord) -> Redrive | None:
         policy_text = queue.attributes.get("RedrivePolicy")
@@ -264,7 +277,7 @@ class MessageActions(ServiceBase):
                      plan: ReceivePlan) -> dict[str, Any]:
         out: dict[str, Any] = {
             "MessageId": m.message_id,
-            "ReceiptHandle": encode_handle(m.seq, m.receipt or ""),
+            "ReceiptHandle": encode_handle(queue, m.seq, m.receipt or ""),
             "MD5OfBody": m.md5_body,
             "Body": m.body,
         }
@@ -287,17 +300,25 @@ class MessageActions(ServiceBase):
 
     async def delete_message(self, ctx: RequestContext, req: Request) -> dict[str, Any]:
         queue = await self.queue(ctx, req["QueueUrl"])
-        handle = decode_handle(req["ReceiptHandle"])
-        [outcome] = await self.store.delete(queue, [handle])
+        handle = decode_handle(req["ReceiptHandle"], queue)
+        [outcome] = await self._delete(queue, [handle])
         self._check_delete(queue, req["ReceiptHandle"], outcome)
         return {}
+
+    async def _delete(self, queue: QueueRecord, handles: list[Handle]) -> list[str]:
+        in_flight_at_ms = self.clock.now_ms() if queue.fifo else None
+        outcomes = await self.store.delete(queue, self._touched(queue, handles), in_flight_at_ms)
+        if queue.fifo and OK in outcomes:
+            self.on_ready(queue, outcomes.count(OK))  # the next message of a group is free
+        return outcomes
 
     async def delete_message_batch(self, ctx: RequestContext, req: Request) -> dict[str, Any]:
         queue = await self.queue(ctx, req["QueueUrl"])
         return await self._batch(req["Entries"], "DeleteMessageBatchRequestEntry",
-                                 lambda handles: self.store.delete(queue, handles),
+                                 lambda handles: self._delete(queue, handles),
                                  lambda entry, outcome: self._check_delete(
-                                     queue, entry["ReceiptHandle"], outcome))
+                                     queue, entry["ReceiptHandle"], outcome),
+                                 lambda entry: decode_handle(entry["ReceiptHandle"], queue))
 
     def _check_delete(self, queue: QueueRecord, raw: str, outcome: str) -> None:
         # A stale handle on a standard queue "succeeds but might not delete", as in SQS.
@@ -306,8 +327,9 @@ class MessageActions(ServiceBase):
 
     async def change_message_visibility(self, ctx: RequestContext, req: Request) -> dict[str, Any]:
         queue = await self.queue(ctx, req["QueueUrl"])
-        handle = self._visibility_handle(req)
-        [outcome] = await self.store.change_visibility(queue, [handle], self.clock.now_ms())
+        handle = self._visibility_handle(queue, req)
+        [outcome] = await self.store.change_visibility(queue, self._touched(queue, [handle]),
+                                                       self.clock.now_ms())
         self._check_visibility(queue, req, outcome)
         return {}
 
@@ -316,18 +338,19 @@ class MessageActions(ServiceBase):
         queue = await self.queue(ctx, req["QueueUrl"])
         return await self._batch(
             req["Entries"], "ChangeMessageVisibilityBatchRequestEntry",
-            lambda handles: self.store.change_visibility(queue, handles, self.clock.now_ms()),
+            lambda handles: self.store.change_visibility(queue, self._touched(queue, handles),
+                                                         self.clock.now_ms()),
             lambda entry, outcome: self._check_visibility(queue, entry, outcome),
-            self._visibility_handle)
+            lambda entry: self._visibility_handle(queue, entry))
 
-    def _visibility_handle(self, req: Request) -> Handle:
+    def _visibility_handle(self, queue: QueueRecord, req: Request) -> Handle:
         if "VisibilityTimeout" not in req:
             raise MissingParameter("The request must contain the parameter VisibilityTimeout.")
         timeout = req["VisibilityTimeout"]
         if not 0 <= timeout <= self.limits.max_visibility_s:
             raise invalid_value(timeout, "VisibilityTimeout", "VisibilityTimeout must be an "
                                 f"integer between 0 and {self.limits.max_visibility_s}")
-        handle = decode_handle(req["ReceiptHandle"])
+        handle = decode_handle(req["ReceiptHandle"], queue)
         handle.visible_at_ms = self.clock.now_ms() + timeout * 1000
         return handle
 
@@ -343,7 +366,7 @@ class MessageActions(ServiceBase):
     async def _batch(self, entries: list[Request], entry_name: str,
                      apply: Callable[[list[Handle]], Awaitable[list[str]]],
                      check: Callable[[Request, str], None],
-                     to_handle: Callable[[Request], Handle] | None = None) -> dict[str, Any]:
+                     to_handle: Callable[[Request], Handle]) -> dict[str, Any]:
         """Run a delete / change-visibility batch, reporting each entry's outcome."""
         validate.batch_entries(entries, entry_name, self.limits)
         failed, valid = [], []
@@ -351,7 +374,7 @@ class MessageActions(ServiceBase):
             try:
                 if "ReceiptHandle" not in entry:
                     raise MissingParameter("The request must contain the parameter ReceiptHandle.")
-                valid.append((entry, (to_handle or _entry_handle)(entry)))
+                valid.append((entry, to_handle(entry)))
             except SqsError as error:
                 failed.append(_failure(entry["Id"], error))
         outcomes = await apply([h for _, h in valid]) if valid else []
@@ -371,21 +394,20 @@ def new_message_id() -> str:
     return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{'89ab'[int(h[16], 16) & 3]}{h[17:20]}-{h[20:]}"
 
 
-def _entry_handle(entry: Request) -> Handle:
-    return decode_handle(entry["ReceiptHandle"])
+def encode_handle(queue: QueueRecord, seq: int, token: str) -> str:
+    return base64.b64encode(f"{queue.id}:{seq}:{token}".encode()).decode()
 
 
-def encode_handle(seq: int, token: str) -> str:
-    return base64.b64encode(f"{seq}:{token}".encode()).decode()
-
-
-def decode_handle(raw: str) -> Handle:
+def decode_handle(raw: str, queue: QueueRecord) -> Handle:
+    """A handle names its queue, message and receive; one for another queue is invalid."""
     try:
-        seq, token = base64.b64decode(raw, validate=True).decode().split(":")
-        return Handle(int(seq), token)
+        queue_id, seq, token = base64.b64decode(raw, validate=True).decode().split(":")
+        if int(queue_id) == queue.id:
+            return Handle(int(seq), token)
     except (ValueError, binascii.Error, UnicodeError):
-        raise ReceiptHandleIsInvalid(
-            f'The input receipt handle "{raw[:200]}" is not a valid receipt handle.') from None
+        pass
+    raise ReceiptHandleIsInvalid(
+        f'The input receipt handle "{raw[:200]}" is not a valid receipt handle.')
 
 
 def _failure(entry_id: str, error: SqsError) -> dict[str, Any]:

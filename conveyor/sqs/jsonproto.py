@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 
 from conveyor.sqs import shapes
-from conveyor.sqs.errors import MalformedRequest, MissingAction, SqsError
+from conveyor.sqs.errors import InvalidAction, MalformedRequest, SqsError
 
 CONTENT_TYPE = b"application/x-amz-json-1.0"
 TARGET_PREFIX = "AmazonSQS."
@@ -16,9 +16,9 @@ TARGET_PREFIX = "AmazonSQS."
 
 def decode(target: str, body: bytes) -> tuple[str, dict[str, Any]]:
     """Return (action, canonical request) or raise an SqsError."""
-    if not target.startswith(TARGET_PREFIX) or len(target) == len(TARGET_PREFIX):
-        raise MissingAction(f"Unrecognized X-Amz-Target: {target[:100]}")
-    action = target[len(TARGET_PREFIX):]
+    action = target[len(TARGET_PREFIX):] if target.startswith(TARGET_PREFIX) else ""
+    if not action:
+        raise InvalidAction(f"Unrecognized operation: {target[:100]}")
     shape = shapes.input_shape(action)
     try:
         request = orjson.loads(body) if body.strip() else {}

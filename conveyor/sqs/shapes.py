@@ -202,6 +202,8 @@ def _query_struct(shape: StructureShape, tree: Any, path: str) -> dict[str, Any]
         wire = query_name(name, member) if member.type_name in ("list", "map") else name
         if wire in tree:
             out[name] = _query_value(member, tree[wire], f"{path}{wire}")
+        elif member.type_name == "list" and name in shape.required_members:
+            out[name] = []  # the Query protocol cannot send an empty list: absent is empty
     _require(shape, out, path)
     return out
 

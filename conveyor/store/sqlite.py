@@ -289,30 +289,24 @@ class SqliteStore:
                     break
         return picked
 
-    async def delete(self, queue: QueueRecord, handles: list[Handle]) -> list[str]:
+    async def delete(self, queue: QueueRecord, handles: list[Handle],
+                     in_flight_at_ms: int | None = None) -> list[str]:
+        """Delete by receipt. With `in_flight_at_ms`, a handle whose visibility has run out
+        by then is stale (FIFO queues: the receipt handle expires with the visibility)."""
+        sql = "DELETE FROM messages WHERE seq=? AND queue_id=? AND receipt=? AND visible_at>?"
+        floor = -1 if in_flight_at_ms is None else in_flight_at_ms
+        rows = [(h.seq, queue.id, h.token, floor) for h in handles]
         with self._write() as db:
-            deleted = db.executemany(
-                "DELETE FROM messages WHERE seq=? AND queue_id=? AND receipt=?",
-                [(h.seq, queue.id, h.token) for h in handles]).rowcount
-        if deleted == len(handles):
-            return [OK] * len(handles)
-        return await self._delete_each(queue, handles)
-
-    async def _delete_each(self, queue: QueueRecord, handles: list[Handle]) -> list[str]:
-        """Slow path when some handle did not delete: tell stale ones from gone ones."""
-        outcomes = []
-        with self._write() as db:
-            for h in handles:
-                deleted = db.execute(
-                    "DELETE FROM messages WHERE seq=? AND queue_id=? AND receipt=?",
-                    (h.seq, queue.id, h.token)).rowcount
-                if deleted:
-                    outcomes.append(OK)
-                else:
-                    exists = db.execute("SELECT 1 FROM messages WHERE seq=? AND queue_id=?",
-                                        (h.seq, queue.id)).fetchone()
-                    outcomes.append(STALE if exists else OK)
-        return outcomes
+            if db.executemany(sql, rows).rowcount == len(handles):
+                return [OK] * len(handles)
+            # Slow path: tell stale handles (message still there) from gone messages.
+            outcomes = []
+            for row in rows:
+                deleted = db.execute(sql, row).rowcount
+                exists = not deleted and db.execute(
+                    "SELECT 1 FROM messages WHERE seq=? AND queue_id=?", row[:2]).fetchone()
+                outcomes.append(STALE if exists else OK)
+            return outcomes
 
     async def change_visibility(self, queue: QueueRecord, handles: list[Handle],
                                 now_ms: int) -> list[str]:
