@@ -9,10 +9,11 @@ class Clock:
     """Wall-clock time in milliseconds, plus an offset that only tests move."""
 
     def __init__(self) -> None:
-        self.offset_ms = 0
+        self.offset_ms = 0  # moved by tests (--dev-clock)
+        self.skew_ms = 0  # set from a shared store, so every node keeps the database's time
 
     def now_ms(self) -> int:
-        return time.time_ns() // 1_000_000 + self.offset_ms
+        return time.time_ns() // 1_000_000 + self.offset_ms + self.skew_ms
 
     def now_s(self) -> int:
         return self.now_ms() // 1000

@@ -12,7 +12,43 @@ import urllib.request
 from pathlib import Path
 
 import boto3
+import pytest
 from botocore.config import Config
+
+POSTGRES_URL = os.environ.get("CONVEYOR_TEST_POSTGRES",
+                              "postgresql://postgres@127.0.0.1:5432/test")
+STORES = ["sqlite", "postgresql"]
+
+
+def postgres_available() -> bool:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(POSTGRES_URL)
+    try:
+        with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 5432), 1):
+            return True
+    except OSError:
+        return False
+
+
+def require_postgres() -> None:
+    """Skip without PostgreSQL on a developer's machine; in CI (CI=true) fail instead."""
+    if postgres_available():
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"PostgreSQL is not reachable at {POSTGRES_URL} (CI must not skip)")
+    pytest.skip(f"PostgreSQL is not reachable at {POSTGRES_URL}")
+
+
+def isolated(store_args: list[str]) -> list[str]:
+    """Give each server started on PostgreSQL its own schema, so suites do not share state."""
+    if "--store" not in store_args:
+        return list(store_args)
+    i = store_args.index("--store")
+    url = store_args[i + 1]
+    schema = "t_" + os.urandom(6).hex()
+    joined = f"{url}{'&' if '?' in url else '?'}schema={schema}"
+    return [*store_args[:i + 1], joined, *store_args[i + 2:]]
 
 
 def free_port() -> int:

@@ -24,12 +24,13 @@ from conveyor.service import ReceivePlan, RequestContext, Service
 from conveyor.service.base import queue_name_from
 from conveyor.sqs import jsonproto, queryproto, shapes
 from conveyor.sqs.errors import InternalError, RequestTooLarge, SqsError
-from conveyor.store.base import StoreError
+from conveyor.store.base import QueueRecord, StoreError
 
 log = logging.getLogger("conveyor.server")
 
 EXPIRE_EVERY_S = 5.0
 MOVE_EVERY_S = 0.2
+SKEW_EVERY_S = 10.0
 
 
 @dataclass
@@ -56,15 +57,33 @@ class App:
         self.settings = settings
         self.metrics = ServerMetrics()
         self.waiters = Waiters()
-        self.service.on_ready = lambda queue, count: self.waiters.notify(queue.id, count)
+        self.service.on_ready = self._ready
         self._tasks: list[asyncio.Task[None]] = []
+        self._announcing: set[asyncio.Task[None]] = set()
         self.stopping = False
+        store = self.service.store
+        if store.shared:
+            store.on_remote_ready = self.waiters.notify  # type: ignore[attr-defined]
+
+    def _ready(self, queue: QueueRecord, count: int) -> None:
+        """Messages became receivable: wake local long polls, and other nodes' ones."""
+        self.waiters.notify(queue.id, count)
+        if self.service.store.shared:
+            task = asyncio.create_task(self.service.store.announce(queue.id, count))
+            self._announcing.add(task)
+            task.add_done_callback(self._announced)
+
+    def _announced(self, task: asyncio.Task[None]) -> None:
+        self._announcing.discard(task)
+        if not task.cancelled() and task.exception():
+            log.warning("could not announce to other nodes: %s", task.exception())
 
     # --- life cycle: background sweeps ----------------------------------------------------
 
     def start(self) -> None:
         self._tasks = [asyncio.create_task(self._every(EXPIRE_EVERY_S, self._expire)),
-                       asyncio.create_task(self._every(MOVE_EVERY_S, self._move))]
+                       asyncio.create_task(self._every(MOVE_EVERY_S, self._move)),
+                       asyncio.create_task(self._every(SKEW_EVERY_S, self._follow_skew))]
 
     def stop(self) -> None:
         """Stop sweeping; answer parked long polls now (empty) so clients move on."""
@@ -80,6 +99,9 @@ class App:
                 await job()
             except Exception:  # a supervisor loop: log and carry on
                 log.exception("background job %s failed", job.__name__)
+
+    async def _follow_skew(self) -> None:
+        self.service.clock.skew_ms = self.service.store.clock_skew_ms
 
     async def _expire(self) -> None:
         removed = await self.service.store.expire(self.service.clock.now_ms())

@@ -18,12 +18,13 @@ from conveyor.server.config import ConfigError, declare_queues, load, queue_decl
 from conveyor.server.http import HttpServer
 from conveyor.service import Service
 from conveyor.sqs.limits import MODES
-from conveyor.store.base import StoreError
+from conveyor.store.base import Store, StoreError
 from conveyor.store.sqlite import SqliteStore
 
 log = logging.getLogger("conveyor.server")
 
 DEFAULT_PORT = 9324  # ElasticMQ's port: existing local-SQS setups point here already
+QUEUE_CACHE_SHARED_S = 1.0  # with several nodes, another node's queue change shows within this
 
 
 @click.command("server")
@@ -32,6 +33,11 @@ DEFAULT_PORT = 9324  # ElasticMQ's port: existing local-SQS setups point here al
 @click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path),
               envvar="CONVEYOR_DATA_DIR", help="Where the SQLite store lives  "
               "[default: ./conveyor-data]")
+@click.option("--store", envvar="CONVEYOR_STORE", metavar="sqlite|postgresql://...",
+              help="sqlite (embedded, in --data-dir) or a PostgreSQL URL shared by several "
+              "nodes; `?schema=name` keeps Conveyor's tables in that schema  [default: sqlite]")
+@click.option("--pool-size", type=click.IntRange(1, 1000), envvar="CONVEYOR_POOL_SIZE",
+              help="PostgreSQL connections per node  [default: 10]")
 @click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False,
               path_type=Path), envvar="CONVEYOR_CONFIG",
               help="YAML file with these settings and queues to create at start.")
@@ -62,6 +68,7 @@ def server_command(config_path: Path | None, **options: Any) -> None:
 def _settings(config_path: Path | None, options: dict[str, Any]) -> dict[str, Any]:
     file = load(config_path) if config_path else {}
     merged = {"host": "127.0.0.1", "port": DEFAULT_PORT, "data_dir": "conveyor-data",
+              "store": "sqlite", "pool_size": 10,
               "mode": "strict", "account_id": "000000000000", "region": "us-east-1",
               "log_level": "info", "allow_open": False, **file}
     for key, value in options.items():
@@ -105,8 +112,11 @@ def run(settings: dict[str, Any]) -> None:
 
 async def serve(settings: dict[str, Any]) -> None:
     """Open the store, declare queues, listen until SIGTERM / SIGINT, then drain."""
-    store = SqliteStore(settings["data_dir"])
-    service = Service(store, MODES[settings["mode"]], Clock(), settings["account_id"])
+    store = await open_store(settings)
+    clock = Clock()
+    clock.skew_ms = store.clock_skew_ms
+    service = Service(store, MODES[settings["mode"]], clock, settings["account_id"],
+                      queue_cache_s=QUEUE_CACHE_SHARED_S if store.shared else float("inf"))
     try:
         await declare_queues(service, settings["queues"], settings["account_id"],
                              settings["region"])
@@ -116,8 +126,10 @@ async def serve(settings: dict[str, Any]) -> None:
         http = HttpServer(app.handle, service.limits.max_request_bytes)
         await http.start(settings["host"], settings["port"])
         app.start()
+        where = (Path(settings["data_dir"]).resolve() if settings["store"] == "sqlite"
+                 else "postgresql")
         log.info("Conveyor listening on http://%s:%s (store: %s, mode: %s)", settings["host"],
-                 settings["port"], Path(settings["data_dir"]).resolve(), settings["mode"])
+                 settings["port"], where, settings["mode"])
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
@@ -128,6 +140,18 @@ async def serve(settings: dict[str, Any]) -> None:
         await http.stop()
     finally:
         await store.close()
+
+
+async def open_store(settings: dict[str, Any]) -> Store:
+    """`--store sqlite` (the default, in --data-dir) or `--store postgresql://...`."""
+    target = settings["store"]
+    if target == "sqlite":
+        return SqliteStore(settings["data_dir"])
+    if target.startswith(("postgresql://", "postgres://")):
+        from conveyor.store.postgres import PostgresStore
+
+        return await PostgresStore(target, settings["pool_size"]).open()
+    raise ConfigError(f"--store {target!r}: expected sqlite or a postgresql:// URL")
 
 
 def _event_loop_runner() -> Callable[[Coroutine[Any, Any, None]], None]:

@@ -47,8 +47,8 @@ def load(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: {exc}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level")
-    known = {"host", "port", "data_dir", "mode", "account_id", "region", "access_keys",
-             "allow_open", "queues", "log_level"}
+    known = {"host", "port", "data_dir", "store", "pool_size", "mode", "account_id", "region",
+             "access_keys", "allow_open", "queues", "log_level"}
     unknown = set(data) - known
     if unknown:
         raise ConfigError(f"{path}: unknown keys {sorted(unknown)}; known: {sorted(known)}")

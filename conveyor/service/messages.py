@@ -38,6 +38,9 @@ from conveyor.store.base import (
 
 Request = dict[str, Any]
 
+# Joins group and id in a messageGroup-scoped deduplication key; tokens cannot contain it.
+DEDUP_SCOPE_SEP = "\x1f"
+
 SYSTEM_ATTRIBUTE_NAMES = (
     "SenderId", "SentTimestamp", "ApproximateReceiveCount", "ApproximateFirstReceiveTimestamp",
     "SequenceNumber", "MessageDeduplicationId", "MessageGroupId", "AWSTraceHeader",
@@ -159,7 +162,7 @@ class MessageActions(ServiceBase):
             dedup_id = hashlib.sha256(body.encode()).hexdigest()
         validate.token(dedup_id, "MessageDeduplicationId", self.limits)
         if queue.attributes.get("DeduplicationScope") == "messageGroup":
-            return group_id, f"{group_id}\0{dedup_id}"
+            return group_id, f"{group_id}{DEDUP_SCOPE_SEP}{dedup_id}"
         return group_id, dedup_id
 
     def _sent_entry(self, queue: QueueRecord, message: NewMessage, message_id: str,
@@ -458,7 +461,7 @@ def _system_attributes(queue: QueueRecord, m: StoredMessage) -> dict[str, str]:
     if queue.fifo:
         values["SequenceNumber"] = _sequence_number(m.seq)
         if m.dedup_key:
-            values["MessageDeduplicationId"] = m.dedup_key.rsplit("\0", 1)[-1]
+            values["MessageDeduplicationId"] = m.dedup_key.rsplit(DEDUP_SCOPE_SEP, 1)[-1]
     if m.system:
         trace = orjson.loads(m.system).get("AWSTraceHeader")
         if trace:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import uuid
 from typing import Any
@@ -11,6 +12,7 @@ import orjson
 from conveyor.service.base import ServiceBase
 from conveyor.service.context import RequestContext, parse_arn
 from conveyor.sqs.errors import (
+    InternalError,
     InvalidParameterValue,
     ResourceNotFoundException,
     SqsError,
@@ -21,6 +23,7 @@ from conveyor.store.base import MoveTaskRecord, QueueRecord
 
 Request = dict[str, Any]
 MOVE_STEP_S = 0.2  # how often running move tasks move their next slice
+MOVE_LOCK = "conveyor.move-tasks"
 
 
 class RedriveActions(ServiceBase):
@@ -112,15 +115,26 @@ class RedriveActions(ServiceBase):
         return {"Results": [_task_out(t) for t in tasks[:max_results]]}
 
     async def cancel_message_move_task(self, ctx: RequestContext, req: Request) -> dict[str, Any]:
-        task = await self._task(ctx, req["TaskHandle"])
-        if task.status != "RUNNING":
-            raise ResourceNotFoundException("Task does not exist.")
-        task.status = "CANCELLED"
-        await self.store.save_move_task(task)
-        return {"ApproximateNumberOfMessagesMoved": task.moved}
+        for _ in range(50):  # the runner holds the lock for one short step at a time
+            async with self.store.exclusive(MOVE_LOCK) as mine:
+                if mine:
+                    task = await self._task(ctx, req["TaskHandle"])
+                    if task.status != "RUNNING":
+                        raise ResourceNotFoundException("Task does not exist.")
+                    task.status = "CANCELLED"
+                    await self.store.save_move_task(task)
+                    return {"ApproximateNumberOfMessagesMoved": task.moved}
+            await asyncio.sleep(MOVE_STEP_S / 4)
+        raise InternalError("Could not cancel the task now; try again.")
 
     async def run_move_tasks(self, ctx: RequestContext) -> None:
-        """Move the next slice of every running task; called every MOVE_STEP_S."""
+        """Move the next slice of every running task; called every MOVE_STEP_S. One node at
+        a time, so a task moves each message once and its counters add up."""
+        async with self.store.exclusive(MOVE_LOCK) as mine:
+            if mine:
+                await self._run_move_tasks(ctx)
+
+    async def _run_move_tasks(self, ctx: RequestContext) -> None:
         for task in await self.store.move_tasks(None):
             if task.status != "RUNNING":
                 continue

@@ -7,6 +7,7 @@ and the service share one clock.
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -122,7 +123,14 @@ class MoveTaskRecord:
 class Store(Protocol):
     """What the service needs from a backend. Every method is one atomic change."""
 
+    shared: bool  # True when several server nodes use the same store
+    clock_skew_ms: int  # the store's clock minus ours; the service keeps the store's time
+
     async def close(self) -> None: ...
+    async def announce(self, queue_id: int, count: int) -> None:
+        """Wake long polls on other nodes: `count` messages became receivable."""
+    def exclusive(self, name: str) -> AbstractAsyncContextManager[bool]:
+        """Yield True if this node may run `name` now, no other node running it meanwhile."""
 
     # queues
     async def create_queue(self, region: str, name: str, attributes: dict[str, str],

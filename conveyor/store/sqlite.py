@@ -11,8 +11,8 @@ from __future__ import annotations
 import fcntl
 import os
 import sqlite3
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import IO
 
@@ -116,6 +116,9 @@ _MESSAGE_COLUMNS = (
 class SqliteStore:
     """The default store. One process owns a data directory (enforced with a lock file)."""
 
+    shared = False  # one process owns the file: caches never go stale
+    clock_skew_ms = 0
+
     def __init__(self, data_dir: str | os.PathLike[str]) -> None:
         self.path = Path(data_dir)
         self.path.mkdir(parents=True, exist_ok=True)
@@ -136,6 +139,13 @@ class SqliteStore:
         elif int(row[0]) > SCHEMA_VERSION:
             raise StoreError(f"{self.path} holds schema version {row[0]}; this Conveyor "
                              f"understands up to {SCHEMA_VERSION}. Upgrade Conveyor.")
+
+    async def announce(self, queue_id: int, count: int) -> None:
+        """Nothing to tell: no other node shares this store."""
+
+    @asynccontextmanager
+    async def exclusive(self, name: str) -> AsyncIterator[bool]:
+        yield True  # one process, and calls do not yield to the event loop mid-way
 
     async def close(self) -> None:
         self.db.close()

@@ -1,0 +1,499 @@
+"""The shared store: PostgreSQL, for several stateless server nodes behind one address.
+
+Receives claim rows with `FOR UPDATE SKIP LOCKED`, so receivers on different nodes never
+wait on each other. FIFO queues take a transaction-scoped advisory lock on the queue for
+sends and receives: a group's order is the commit order, and a group stays held while one
+of its messages is in flight, across nodes. A send NOTIFYs `conveyor_ready`; every node
+LISTENs and wakes its own parked long polls. Time comes from the database's clock: each
+node measures its offset to it (`clock_skew_ms`) and the service adds it to its clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import asyncpg
+import orjson
+
+from conveyor.store.base import (
+    NOT_IN_FLIGHT,
+    OK,
+    STALE,
+    Counts,
+    Handle,
+    MoveTaskRecord,
+    NewMessage,
+    QueueRecord,
+    Redrive,
+    SentMessage,
+    StoredMessage,
+    StoreError,
+)
+
+log = logging.getLogger(__name__)
+
+NOTIFY_CHANNEL = "conveyor_ready"
+SKEW_REFRESH_S = 30.0
+
+# Versioned migrations: (version, statements). Append only; never edit a released one.
+MIGRATIONS: list[tuple[int, str]] = [(1, """
+-- One row per queue. `attributes` and `tags` are JSON objects of strings.
+CREATE TABLE conveyor_queues (
+    id          BIGSERIAL PRIMARY KEY,
+    region      TEXT NOT NULL,
+    name        TEXT NOT NULL,
+    attributes  JSONB NOT NULL,
+    tags        JSONB NOT NULL,
+    created_s   BIGINT NOT NULL,
+    modified_s  BIGINT NOT NULL,
+    purged_s    BIGINT NOT NULL DEFAULT 0,   -- last PurgeQueue, for PurgeQueueInProgress
+    UNIQUE (region, name)
+);
+
+-- Names deleted recently, for QueueDeletedRecently.
+CREATE TABLE conveyor_deleted_queues (
+    region     TEXT NOT NULL,
+    name       TEXT NOT NULL,
+    deleted_s  BIGINT NOT NULL,
+    PRIMARY KEY (region, name)
+);
+
+-- One row per message; `visible_at` (ms, database clock) serves delay and visibility.
+-- In flight = received at least once and not yet visible again.
+CREATE TABLE conveyor_messages (
+    seq              BIGSERIAL PRIMARY KEY,   -- order; FIFO SequenceNumber
+    queue_id         BIGINT NOT NULL,
+    message_id       TEXT NOT NULL,
+    body             TEXT NOT NULL,
+    md5_body         TEXT NOT NULL,
+    attributes       TEXT,                    -- JSON message attributes
+    md5_attributes   TEXT,
+    system           TEXT,                    -- JSON message system attributes
+    sent_ms          BIGINT NOT NULL,         -- SentTimestamp; retention counts from here
+    sender_id        TEXT NOT NULL,
+    visible_at       BIGINT NOT NULL,
+    receive_count    INTEGER NOT NULL DEFAULT 0,
+    first_receive_ms BIGINT,
+    receipt          TEXT,                    -- token of the latest receive
+    group_id         TEXT,                    -- FIFO MessageGroupId
+    dedup_key        TEXT,                    -- FIFO deduplication key (scope-qualified)
+    dlq_source_arn   TEXT                     -- set when dead-lettered
+);
+CREATE INDEX conveyor_messages_ready ON conveyor_messages (queue_id, visible_at);
+CREATE INDEX conveyor_messages_group ON conveyor_messages (queue_id, group_id, visible_at)
+    WHERE group_id IS NOT NULL;
+
+-- FIFO deduplication: a key seen within the interval maps to the first message.
+CREATE TABLE conveyor_dedup (
+    queue_id    BIGINT NOT NULL,
+    dedup_key   TEXT NOT NULL,
+    message_id  TEXT NOT NULL,
+    seq         BIGINT NOT NULL,
+    expires_ms  BIGINT NOT NULL,
+    PRIMARY KEY (queue_id, dedup_key)
+);
+
+-- StartMessageMoveTask state.
+CREATE TABLE conveyor_move_tasks (
+    handle          TEXT PRIMARY KEY,
+    source_queue_id BIGINT NOT NULL,
+    record          JSONB NOT NULL
+);
+""")]
+SCHEMA_VERSION = MIGRATIONS[-1][0]
+_MIGRATION_LOCK = 0x636F6E76  # advisory lock key: one node migrates at a time
+
+_COLUMNS = ("seq, message_id, body, md5_body, attributes, md5_attributes, system, sent_ms,"
+            " sender_id, receive_count, first_receive_ms, receipt, group_id, dedup_key,"
+            " dlq_source_arn")
+_INSERT = (
+    "INSERT INTO conveyor_messages (queue_id, message_id, body, md5_body, attributes,"
+    " md5_attributes, system, sent_ms, sender_id, visible_at, group_id, dedup_key)"
+    " VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12) RETURNING seq"
+)
+_DB_NOW_MS = "SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint"
+
+
+class PostgresStore:
+    """A store on PostgreSQL. `dsn` may carry `?schema=name` to keep its tables apart."""
+
+    shared = True  # several nodes share this store: caches must expire, sends announce
+
+    def __init__(self, dsn: str, pool_size: int = 10) -> None:
+        self.dsn, self.schema = _split_schema(dsn)
+        self.pool_size = pool_size
+        self.node_id = os.urandom(4).hex()
+        self.clock_skew_ms = 0
+        self.on_remote_ready: Callable[[int, int], None] = lambda queue_id, count: None
+        self._pool: asyncpg.Pool | None = None
+        self._listener: asyncpg.Connection | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+
+    # --- life cycle --------------------------------------------------------------------
+
+    async def open(self) -> PostgresStore:
+        settings = {"search_path": self.schema} if self.schema else {}
+        try:
+            if self.schema:
+                conn = await asyncpg.connect(self.dsn)
+                await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {_ident(self.schema)}")
+                await conn.close()
+            self._pool = await asyncpg.create_pool(self.dsn, min_size=1, max_size=self.pool_size,
+                                                   server_settings=settings)
+            await self._migrate()
+            await self._measure_skew()
+            self._listener = await asyncpg.connect(self.dsn, server_settings=settings)
+            await self._listener.add_listener(NOTIFY_CHANNEL, self._on_notify)
+        except (OSError, asyncpg.PostgresError) as exc:
+            raise StoreError(f"PostgreSQL at {_redact(self.dsn)}: {exc}") from exc
+        self._tasks.append(asyncio.create_task(self._refresh_skew()))
+        return self
+
+    async def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        if self._listener is not None:
+            with contextlib.suppress(Exception):
+                await self._listener.close()
+        if self._pool is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._pool.close(), 5)
+
+    async def _migrate(self) -> None:
+        async with self._tx() as db:
+            await db.execute("SELECT pg_advisory_xact_lock($1)", _MIGRATION_LOCK)
+            await db.execute("CREATE TABLE IF NOT EXISTS conveyor_schema"
+                             " (version INTEGER NOT NULL)")
+            version = await db.fetchval("SELECT max(version) FROM conveyor_schema") or 0
+            if version > SCHEMA_VERSION:
+                raise StoreError(f"the database holds Conveyor schema version {version}; this "
+                                 f"Conveyor understands up to {SCHEMA_VERSION}. Upgrade Conveyor.")
+            for number, statements in MIGRATIONS:
+                if number > version:
+                    await db.execute(statements)
+                    await db.execute("INSERT INTO conveyor_schema VALUES ($1)", number)
+                    log.info("applied schema migration %d", number)
+
+    async def _measure_skew(self) -> None:
+        """Offset of the database clock from ours, so every node keeps the database's time."""
+        async with self._conn() as db:
+            before = time.time_ns() // 1_000_000
+            db_now = await db.fetchval(_DB_NOW_MS)
+            after = time.time_ns() // 1_000_000
+        self.clock_skew_ms = db_now - (before + after) // 2
+
+    async def _refresh_skew(self) -> None:
+        while True:
+            await asyncio.sleep(SKEW_REFRESH_S)
+            with contextlib.suppress(Exception):
+                await self._measure_skew()
+
+    def _on_notify(self, connection: Any, pid: int, channel: str, payload: str) -> None:
+        node, queue_id, count = payload.split(":")
+        if node != self.node_id:
+            self.on_remote_ready(int(queue_id), int(count))
+
+    async def announce(self, queue_id: int, count: int) -> None:
+        """Tell long polls on other nodes that `count` messages became receivable."""
+        async with self._conn() as db:
+            await db.execute("SELECT pg_notify($1, $2)", NOTIFY_CHANNEL,
+                             f"{self.node_id}:{queue_id}:{count}")
+
+    @contextlib.asynccontextmanager
+    async def exclusive(self, name: str) -> AsyncIterator[bool]:
+        """A transaction-scoped advisory lock on `name`, held for the block if won."""
+        async with self._tx() as db:
+            yield await db.fetchval("SELECT pg_try_advisory_xact_lock(hashtext($1))", name)
+
+    @contextlib.asynccontextmanager
+    async def _conn(self) -> AsyncIterator[asyncpg.Connection]:
+        assert self._pool is not None, "open() the store first"
+        try:
+            async with self._pool.acquire() as conn:
+                yield conn
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            raise StoreError(f"PostgreSQL: {exc}") from exc
+
+    @contextlib.asynccontextmanager
+    async def _tx(self) -> AsyncIterator[asyncpg.Connection]:
+        async with self._conn() as conn, conn.transaction():
+            yield conn
+
+    # --- queues --------------------------------------------------------------------------
+
+    async def create_queue(self, region: str, name: str, attributes: dict[str, str],
+                           tags: dict[str, str], now_s: int) -> QueueRecord:
+        async with self._tx() as db:
+            await db.execute(
+                "INSERT INTO conveyor_queues (region, name, attributes, tags, created_s,"
+                " modified_s) VALUES ($1, $2, $3::jsonb, $4::jsonb, $5, $5)"
+                " ON CONFLICT (region, name) DO NOTHING",
+                region, name, _json(attributes), _json(tags), now_s)
+            await db.execute("DELETE FROM conveyor_deleted_queues WHERE region=$1 AND name=$2",
+                             region, name)
+            row = await db.fetchrow("SELECT * FROM conveyor_queues WHERE region=$1 AND name=$2",
+                                    region, name)
+        return _queue(row)
+
+    async def get_queue(self, region: str, name: str) -> QueueRecord | None:
+        async with self._conn() as db:
+            row = await db.fetchrow("SELECT * FROM conveyor_queues WHERE region=$1 AND name=$2",
+                                    region, name)
+        return _queue(row) if row else None
+
+    async def get_queue_by_id(self, queue_id: int) -> QueueRecord | None:
+        async with self._conn() as db:
+            row = await db.fetchrow("SELECT * FROM conveyor_queues WHERE id=$1", queue_id)
+        return _queue(row) if row else None
+
+    async def list_queues(self, region: str | None, prefix: str) -> list[QueueRecord]:
+        async with self._conn() as db:
+            rows = await db.fetch(
+                "SELECT * FROM conveyor_queues WHERE ($1::text IS NULL OR region=$1)"
+                " AND starts_with(name, $2) ORDER BY name", region, prefix)
+        return [_queue(r) for r in rows]
+
+    async def update_queue(self, queue: QueueRecord) -> None:
+        async with self._tx() as db:
+            await db.execute(
+                "UPDATE conveyor_queues SET attributes=$1::jsonb, tags=$2::jsonb, modified_s=$3,"
+                " purged_s=$4 WHERE id=$5", _json(queue.attributes), _json(queue.tags),
+                queue.modified_s, queue.purged_s, queue.id)
+
+    async def delete_queue(self, queue: QueueRecord, now_s: int) -> None:
+        async with self._tx() as db:
+            await db.execute("DELETE FROM conveyor_queues WHERE id=$1", queue.id)
+            await db.execute("DELETE FROM conveyor_messages WHERE queue_id=$1", queue.id)
+            await db.execute("DELETE FROM conveyor_dedup WHERE queue_id=$1", queue.id)
+            await db.execute(
+                "INSERT INTO conveyor_deleted_queues VALUES ($1, $2, $3) ON CONFLICT (region,"
+                " name) DO UPDATE SET deleted_s=EXCLUDED.deleted_s", queue.region, queue.name,
+                now_s)
+
+    async def deleted_at(self, region: str, name: str) -> int | None:
+        async with self._conn() as db:
+            return await db.fetchval("SELECT deleted_s FROM conveyor_deleted_queues WHERE"
+                                     " region=$1 AND name=$2", region, name)
+
+    # --- messages --------------------------------------------------------------------------
+
+    async def send(self, queue: QueueRecord, messages: list[NewMessage], now_ms: int,
+                   dedup_ms: int) -> list[SentMessage]:
+        sent: list[SentMessage] = []
+        async with self._tx() as db:
+            if queue.fifo:  # commit order = seq order within the queue
+                await db.execute("SELECT pg_advisory_xact_lock($1)", queue.id)
+            else:
+                rows = [_insert_row(queue, m) for m in messages]
+                seqs = await db.fetch(
+                    "INSERT INTO conveyor_messages (queue_id, message_id, body, md5_body,"
+                    " attributes, md5_attributes, system, sent_ms, sender_id, visible_at,"
+                    " group_id, dedup_key) SELECT * FROM unnest($1::bigint[], $2::text[],"
+                    " $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bigint[],"
+                    " $9::text[], $10::bigint[], $11::text[], $12::text[])"
+                    " RETURNING seq, message_id",
+                    *[list(column) for column in zip(*rows, strict=True)])
+                by_id = {r["message_id"]: r["seq"] for r in seqs}
+                return [SentMessage(m.message_id, by_id[m.message_id]) for m in messages]
+            for m in messages:
+                if m.dedup_key is not None:
+                    dup = await db.fetchrow(
+                        "SELECT message_id, seq FROM conveyor_dedup WHERE queue_id=$1 AND"
+                        " dedup_key=$2 AND expires_ms>$3", queue.id, m.dedup_key, now_ms)
+                    if dup:
+                        sent.append(SentMessage(dup["message_id"], dup["seq"], duplicate=True))
+                        continue
+                seq = await db.fetchval(_INSERT, *_insert_row(queue, m))
+                if m.dedup_key is not None:
+                    await db.execute(
+                        "INSERT INTO conveyor_dedup VALUES ($1, $2, $3, $4, $5) ON CONFLICT"
+                        " (queue_id, dedup_key) DO UPDATE SET message_id=EXCLUDED.message_id,"
+                        " seq=EXCLUDED.seq, expires_ms=EXCLUDED.expires_ms",
+                        queue.id, m.dedup_key, m.message_id, seq, now_ms + dedup_ms)
+                sent.append(SentMessage(m.message_id, seq))
+        return sent
+
+    async def receive(self, queue: QueueRecord, max_messages: int, visibility_ms: int,
+                      now_ms: int, redrive: Redrive | None) -> list[StoredMessage]:
+        cutoff = now_ms - queue.retention_ms
+        async with self._tx() as db:
+            if queue.fifo:
+                await db.execute("SELECT pg_advisory_xact_lock($1)", queue.id)
+            if redrive is not None:
+                await db.execute(
+                    "UPDATE conveyor_messages SET queue_id=$1, visible_at=$2, receive_count=0,"
+                    " first_receive_ms=NULL, receipt=NULL, dlq_source_arn=$3 WHERE seq IN ("
+                    " SELECT seq FROM conveyor_messages WHERE queue_id=$4 AND visible_at<=$2"
+                    " AND receive_count>=$5 AND sent_ms>$6 FOR UPDATE SKIP LOCKED)",
+                    redrive.dead_letter_queue_id, now_ms, redrive.source_arn, queue.id,
+                    redrive.max_receive_count, cutoff)
+            if queue.fifo:
+                candidates = await self._fifo_candidates(db, queue.id, max_messages, now_ms,
+                                                         cutoff)
+            else:
+                candidates = [r["seq"] for r in await db.fetch(
+                    "SELECT seq FROM conveyor_messages WHERE queue_id=$1 AND visible_at<=$2"
+                    " AND sent_ms>$3 ORDER BY visible_at LIMIT $4 FOR UPDATE SKIP LOCKED",
+                    queue.id, now_ms, cutoff, max_messages)]
+            if not candidates:
+                return []
+            rows = await db.fetch(
+                "UPDATE conveyor_messages SET visible_at=$1, receive_count=receive_count+1,"
+                " first_receive_ms=COALESCE(first_receive_ms, $2),"
+                " receipt=substr(md5(random()::text), 1, 16)"
+                f" WHERE seq = ANY($3::bigint[]) RETURNING {_COLUMNS}",
+                now_ms + visibility_ms, now_ms, candidates)
+        order = {seq: i for i, seq in enumerate(candidates)}
+        return sorted((StoredMessage(*r) for r in rows), key=lambda m: order[m.seq])
+
+    async def _fifo_candidates(self, db: asyncpg.Connection, queue_id: int, limit: int,
+                               now_ms: int, cutoff: int) -> list[int]:
+        """Visible messages in order, skipping every group with a message in flight."""
+        rows = await db.fetch(
+            "SELECT seq FROM conveyor_messages m WHERE queue_id=$1 AND visible_at<=$2"
+            " AND sent_ms>$3 AND NOT EXISTS (SELECT 1 FROM conveyor_messages f WHERE"
+            " f.queue_id=$1 AND f.group_id=m.group_id AND f.visible_at>$2 AND"
+            " f.receive_count>0) ORDER BY seq LIMIT $4", queue_id, now_ms, cutoff, limit)
+        return [r["seq"] for r in rows]
+
+    async def delete(self, queue: QueueRecord, handles: list[Handle],
+                     in_flight_at_ms: int | None = None) -> list[str]:
+        floor = -1 if in_flight_at_ms is None else in_flight_at_ms
+        async with self._tx() as db:
+            deleted = {r["seq"] for r in await db.fetch(
+                "DELETE FROM conveyor_messages m USING unnest($1::bigint[], $2::text[]) AS"
+                " h(seq, receipt) WHERE m.seq=h.seq AND m.receipt=h.receipt AND m.queue_id=$3"
+                " AND m.visible_at>$4 RETURNING m.seq",
+                [h.seq for h in handles], [h.token for h in handles], queue.id, floor)}
+            missing = [h.seq for h in handles if h.seq not in deleted]
+            present = {r["seq"] for r in await db.fetch(
+                "SELECT seq FROM conveyor_messages WHERE seq = ANY($1::bigint[]) AND"
+                " queue_id=$2", missing, queue.id)} if missing else set()
+        return [STALE if h.seq in present else OK for h in handles]
+
+    async def change_visibility(self, queue: QueueRecord, handles: list[Handle],
+                                now_ms: int) -> list[str]:
+        outcomes = []
+        async with self._tx() as db:
+            for h in handles:
+                row = await db.fetchrow(
+                    "SELECT receipt, visible_at FROM conveyor_messages WHERE seq=$1 AND"
+                    " queue_id=$2 FOR UPDATE", h.seq, queue.id)
+                if row is None or row["receipt"] != h.token:
+                    outcomes.append(STALE)
+                elif row["visible_at"] <= now_ms:
+                    outcomes.append(NOT_IN_FLIGHT)
+                else:
+                    await db.execute("UPDATE conveyor_messages SET visible_at=$1 WHERE seq=$2",
+                                     h.visible_at_ms, h.seq)
+                    outcomes.append(OK)
+        return outcomes
+
+    async def purge(self, queue: QueueRecord, now_ms: int) -> None:
+        async with self._tx() as db:
+            await db.execute("DELETE FROM conveyor_messages WHERE queue_id=$1 AND sent_ms<=$2",
+                             queue.id, now_ms)
+            await db.execute("UPDATE conveyor_queues SET purged_s=$1 WHERE id=$2",
+                             now_ms // 1000, queue.id)
+
+    async def counts(self, queue: QueueRecord, now_ms: int) -> Counts:
+        async with self._conn() as db:
+            row = await db.fetchrow(
+                "SELECT count(*) FILTER (WHERE visible_at<=$1),"
+                " count(*) FILTER (WHERE visible_at>$1 AND receive_count>0),"
+                " count(*) FILTER (WHERE visible_at>$1 AND receive_count=0)"
+                " FROM conveyor_messages WHERE queue_id=$2 AND sent_ms>$3",
+                now_ms, queue.id, now_ms - queue.retention_ms)
+        return Counts(*row)
+
+    async def next_visible_ms(self, queue: QueueRecord, now_ms: int) -> int | None:
+        async with self._conn() as db:
+            return await db.fetchval("SELECT min(visible_at) FROM conveyor_messages WHERE"
+                                     " queue_id=$1 AND visible_at>$2", queue.id, now_ms)
+
+    async def expire(self, now_ms: int) -> int:
+        async with self._tx() as db:
+            status = await db.execute(
+                "DELETE FROM conveyor_messages m USING conveyor_queues q WHERE m.queue_id=q.id"
+                " AND m.sent_ms <= $1 - (q.attributes->>'MessageRetentionPeriod')::bigint*1000",
+                now_ms)
+            await db.execute("DELETE FROM conveyor_dedup WHERE expires_ms<=$1", now_ms)
+        return int(status.split()[-1])
+
+    # --- move tasks --------------------------------------------------------------------------
+
+    async def movable(self, queue: QueueRecord, limit: int, now_ms: int) -> list[StoredMessage]:
+        async with self._conn() as db:
+            rows = await db.fetch(
+                f"SELECT {_COLUMNS} FROM conveyor_messages WHERE queue_id=$1 AND visible_at<=$2"
+                " AND sent_ms>$3 ORDER BY seq LIMIT $4",
+                queue.id, now_ms, now_ms - queue.retention_ms, limit)
+        return [StoredMessage(*r) for r in rows]
+
+    async def move(self, moves: list[tuple[int, int]], now_ms: int) -> int:
+        async with self._tx() as db:
+            rows = await db.fetch(
+                "UPDATE conveyor_messages m SET queue_id=mv.dest, visible_at=$3,"
+                " receive_count=0, first_receive_ms=NULL, receipt=NULL, dlq_source_arn=NULL"
+                " FROM unnest($1::bigint[], $2::bigint[]) AS mv(seq, dest)"
+                " WHERE m.seq=mv.seq AND m.visible_at<=$3 AND m.queue_id<>mv.dest"
+                " RETURNING m.seq", [s for s, _ in moves], [d for _, d in moves], now_ms)
+        return len(rows)
+
+    async def save_move_task(self, task: MoveTaskRecord) -> None:
+        async with self._tx() as db:
+            await db.execute(
+                "INSERT INTO conveyor_move_tasks VALUES ($1, $2, $3::jsonb) ON CONFLICT (handle)"
+                " DO UPDATE SET record=EXCLUDED.record", task.handle, task.source_queue_id,
+                _json(task.__dict__))
+
+    async def move_tasks(self, source_queue_id: int | None) -> list[MoveTaskRecord]:
+        async with self._conn() as db:
+            rows = await db.fetch("SELECT record FROM conveyor_move_tasks WHERE $1::bigint IS"
+                                  " NULL OR source_queue_id=$1", source_queue_id)
+        return [MoveTaskRecord(**orjson.loads(r["record"])) for r in rows]
+
+
+def _insert_row(queue: QueueRecord, m: NewMessage) -> tuple:
+    return (queue.id, m.message_id, m.body, m.md5_body, m.attributes, m.md5_attributes,
+            m.system, m.sent_ms, m.sender_id, m.visible_at_ms, m.group_id, m.dedup_key)
+
+
+def _queue(row: Any) -> QueueRecord:
+    return QueueRecord(id=row["id"], region=row["region"], name=row["name"],
+                       attributes=orjson.loads(row["attributes"]),
+                       tags=orjson.loads(row["tags"]), created_s=row["created_s"],
+                       modified_s=row["modified_s"], purged_s=row["purged_s"])
+
+
+def _json(value: object) -> str:
+    return orjson.dumps(value).decode()
+
+
+def _ident(name: str) -> str:
+    """Quote an identifier; schema names come from the operator's DSN."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _split_schema(dsn: str) -> tuple[str, str | None]:
+    """Take Conveyor's own `schema` query parameter out of a libpq-style URL."""
+    parts = urlsplit(dsn)
+    params = parse_qsl(parts.query, keep_blank_values=True)
+    schema = next((v for k, v in params if k == "schema"), None)
+    query = urlencode([(k, v) for k, v in params if k != "schema"])
+    return urlunsplit(parts._replace(query=query)), schema
+
+
+def _redact(dsn: str) -> str:
+    parts = urlsplit(dsn)
+    if parts.password:
+        netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+        return urlunsplit(parts._replace(netloc=netloc))
+    return dsn

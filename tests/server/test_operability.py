@@ -1,0 +1,74 @@
+"""Health and Prometheus metrics endpoints."""
+
+from __future__ import annotations
+
+import urllib.request
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.server.conftest import QueueFactory
+from tests.support import ServerProcess
+
+
+def _get(url: str) -> tuple[int, str, str]:
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        return resp.status, resp.headers.get("Content-Type", ""), resp.read().decode()
+
+
+def _action_count(server: ServerProcess, action: str) -> float:
+    """Sum of every counter sample labelled with this action (any outcome)."""
+    _, _, text = _get(server.url + "/metrics")
+    total = 0.0
+    for family in text_string_to_metric_families(text):
+        if family.type != "counter":
+            continue
+        for sample in family.samples:
+            if sample.name.endswith("_total") and sample.labels.get("action") == action:
+                total += sample.value
+    return total
+
+
+def test_health(server: ServerProcess) -> None:
+    status, _, _ = _get(server.url + "/health")
+    assert status == 200
+
+
+def test_metrics_is_prometheus_text(server: ServerProcess) -> None:
+    status, content_type, text = _get(server.url + "/metrics")
+    assert status == 200
+    assert content_type.startswith("text/plain")
+    families = list(text_string_to_metric_families(text))
+    assert families
+    assert any(f.type == "histogram" for f in families), "no latency histogram"
+
+
+def test_requests_counted_by_action(server: ServerProcess, sqs: Any,
+                                    make_queue: QueueFactory) -> None:
+    url = make_queue()
+    before_send = _action_count(server, "SendMessage")
+    before_receive = _action_count(server, "ReceiveMessage")
+    for _ in range(3):
+        sqs.send_message(QueueUrl=url, MessageBody="counted")
+    sqs.receive_message(QueueUrl=url)
+    assert _action_count(server, "SendMessage") >= before_send + 3
+    assert _action_count(server, "ReceiveMessage") >= before_receive + 1
+
+
+def test_errors_counted_by_action(server: ServerProcess, sqs: Any) -> None:
+    before = _action_count(server, "GetQueueUrl")
+    with pytest.raises(sqs.exceptions.QueueDoesNotExist):
+        sqs.get_queue_url(QueueName="no-such-queue-for-metrics")
+    assert _action_count(server, "GetQueueUrl") >= before + 1
+
+
+def test_queue_gauges(server: ServerProcess, sqs: Any, make_queue: QueueFactory) -> None:
+    url = make_queue()
+    name = url.rsplit("/", 1)[1]
+    sqs.send_message(QueueUrl=url, MessageBody="x")
+    sqs.send_message(QueueUrl=url, MessageBody="y")
+    _, _, text = _get(server.url + "/metrics")
+    values = [s.value for f in text_string_to_metric_families(text) if f.type == "gauge"
+              for s in f.samples if name in s.labels.values()]
+    assert 2.0 in values, "no per-queue gauge shows the 2 visible messages"
