@@ -91,6 +91,7 @@ class QueueActions(ServiceBase):
         queue = await self.queue(ctx, req["QueueUrl"])
         await self.store.delete_queue(queue, self.clock.now_s())
         self.forget(queue)
+        self.on_ready(queue, 1 << 30)  # parked long polls answer now (QueueDoesNotExist)
         self.log.info("deleted queue %s in %s", queue.name, ctx.region)
         return {}
 

@@ -1,0 +1,173 @@
+"""Turn a run's results into tables (markdown, which reads fine in a terminal too)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+SUBJECT = "conveyor"
+
+# The issue's targets for the queue server on the 2-core machine, durable store.
+BATCHED_MSGS_PER_CPU_S = 20_000
+UNBATCHED_MSGS_PER_CPU_S = 3_000
+PICKUP_P50_MS = 5.0
+
+PIPELINE_COLUMNS = [
+    ("msgs/s", "messages_per_s"),
+    ("p50 ms", "latency_p50_ms"),
+    ("p99 ms", "latency_p99_ms"),
+    ("server CPU s", "server_cpu_s"),
+    ("msgs / server CPU-s", "messages_per_server_cpu_s"),
+    ("client CPU s", "client_cpu_s"),
+    ("other CPU s", "other_cpu_s"),
+    ("msgs", "messages_received"),
+    ("errors", "errors"),
+]
+LONGPOLL_COLUMNS = [
+    ("pick-up p50 ms", "pickup_p50_ms"),
+    ("pick-up p99 ms", "pickup_p99_ms"),
+    ("after ack p50 ms", "after_ack_p50_ms"),
+    ("after ack p99 ms", "after_ack_p99_ms"),
+    ("samples", "samples"),
+    ("missed", "missed"),
+]
+TITLES = {
+    "batched": "Batched pipeline (SendMessageBatch 10 x 256 B, Receive 10 long-poll, "
+               "DeleteMessageBatch)",
+    "unbatched": "Unbatched pipeline (SendMessage, Receive 1 long-poll, DeleteMessage)",
+    "longpoll": "Long-poll pick-up (receiver parked on an empty queue, one message sent)",
+}
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, float):
+        return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.2f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return lines
+
+
+def scenario_table(scenario: str, servers: dict[str, Any]) -> list[str]:
+    columns = LONGPOLL_COLUMNS if scenario == "longpoll" else PIPELINE_COLUMNS
+    rows = []
+    for name, info in servers.items():
+        result = info["scenarios"].get(scenario)
+        if result is None:
+            continue
+        cells = [result.get("error", "")] if "error" in result else [
+            _fmt(result.get(key)) for _, key in columns]
+        rows.append([f"{name} {info['version']}", info["storage"], *cells])
+    return _table(["server", "store", *[title for title, _ in columns]], rows)
+
+
+def _ratio(subject: float | None, peer: float | None, lower_is_better: bool = False) -> str:
+    if not subject or not peer:
+        return "n/a"
+    ratio = peer / subject if lower_is_better else subject / peer
+    return f"{ratio:.2f}x"
+
+
+def ratio_table(results: dict[str, Any]) -> list[str]:
+    """Conveyor's figures divided by each peer's (above 1 means Conveyor is better)."""
+    servers = results["servers"]
+    if SUBJECT not in servers:
+        return []
+    mine = servers[SUBJECT]["scenarios"]
+    metrics = [
+        ("batched msgs/s", "batched", "messages_per_s", False),
+        ("batched msgs/CPU-s", "batched", "messages_per_server_cpu_s", False),
+        ("unbatched msgs/s", "unbatched", "messages_per_s", False),
+        ("unbatched msgs/CPU-s", "unbatched", "messages_per_server_cpu_s", False),
+        ("pick-up p50 (speed)", "longpoll", "pickup_p50_ms", True),
+    ]
+    rows = []
+    for peer, info in servers.items():
+        if peer == SUBJECT:
+            continue
+        cells = []
+        for _, scenario, key, lower in metrics:
+            theirs = info["scenarios"].get(scenario) or {}
+            cells.append(_ratio((mine.get(scenario) or {}).get(key), theirs.get(key), lower))
+        rows.append([f"vs {peer}", *cells])
+    if not rows:
+        return []
+    return _table(["Conveyor ÷ peer", *[title for title, *_ in metrics]], rows)
+
+
+def _get(results: dict[str, Any], server: str, scenario: str, key: str) -> Any:
+    info = results["servers"].get(server) or {}
+    return (info.get("scenarios", {}).get(scenario) or {}).get(key)
+
+
+def targets(results: dict[str, Any]) -> list[tuple[str, str, bool | None]]:
+    """The issue's targets: (what, measured, met?); met is None when not measured."""
+    peers = [name for name in results["servers"] if name != SUBJECT]
+    peer_rates = [(_get(results, p, "batched", "messages_per_s"), p) for p in peers]
+    fastest_peer = max(((r, p) for r, p in peer_rates if r), default=(None, None))
+
+    def check(value: Any, ok: Callable[[Any], bool]) -> bool | None:
+        return None if value is None else ok(value)
+
+    batched_cpu = _get(results, SUBJECT, "batched", "messages_per_server_cpu_s")
+    batched_rate = _get(results, SUBJECT, "batched", "messages_per_s")
+    unbatched_cpu = _get(results, SUBJECT, "unbatched", "messages_per_server_cpu_s")
+    pickup = _get(results, SUBJECT, "longpoll", "pickup_p50_ms")
+    return [
+        (f"batched >= {BATCHED_MSGS_PER_CPU_S:,} msgs per server CPU-second",
+         _fmt(batched_cpu), check(batched_cpu, lambda v: v >= BATCHED_MSGS_PER_CPU_S)),
+        (f"batched end-to-end msgs/s >= fastest peer ({fastest_peer[1]}: "
+         f"{_fmt(fastest_peer[0])})",
+         _fmt(batched_rate),
+         None if fastest_peer[0] is None else check(batched_rate,
+                                                     lambda v: v >= fastest_peer[0])),
+        (f"unbatched >= {UNBATCHED_MSGS_PER_CPU_S:,} msgs per server CPU-second",
+         _fmt(unbatched_cpu), check(unbatched_cpu, lambda v: v >= UNBATCHED_MSGS_PER_CPU_S)),
+        (f"long-poll pick-up p50 < {PICKUP_P50_MS:g} ms", _fmt(pickup),
+         check(pickup, lambda v: v < PICKUP_P50_MS)),
+    ]
+
+
+def targets_table(results: dict[str, Any]) -> list[str]:
+    if SUBJECT not in results["servers"]:
+        return []
+    marks = {True: "met", False: "NOT met", None: "not measured"}
+    rows = [[what, value, marks[met]] for what, value, met in targets(results)]
+    return _table(["target (issue 2)", "Conveyor", "status"], rows)
+
+
+def markdown(results: dict[str, Any]) -> str:
+    """The whole report: settings, one table per scenario, ratios and targets."""
+    machine, params = results["machine"], results["params"]
+    lines = [
+        f"Command: `{results['command']}`",
+        "",
+        f"Machine: {machine['cpu']}, {machine['cores']} cores, {machine['memory_gib']} GiB; "
+        f"{machine['os']}; Python {machine['python']}; Node {machine.get('node', 'n/a')}; "
+        f"load average {machine['loadavg_before']} before, {machine['loadavg_after']} after.",
+        "",
+        f"Settings: {params['clients']} producer + {params['clients']} consumer processes "
+        f"({'one shared queue' if params['shared_queue'] else 'a queue per pair'}), "
+        f"{params['duration_s']:g} s per pipeline, backlog cap {params['backlog_batched']} "
+        f"(batched) / {params['backlog_unbatched']} (unbatched) messages per queue, "
+        f"{params['samples']} pick-up samples; {params['warmup_s']:g} s of unrecorded "
+        "load (half batched, half unbatched) per server first"
+        + (f"; median of {params['rounds']} interleaved rounds." if params.get("rounds", 1) > 1
+           else "."),
+    ]
+    for name, reason in results.get("unavailable", {}).items():
+        lines += ["", f"Not measured: {name} ({reason})."]
+    for scenario in results["scenarios"]:
+        lines += ["", f"**{TITLES[scenario]}**", ""]
+        lines += scenario_table(scenario, results["servers"])
+    for extra in (ratio_table(results), targets_table(results)):
+        if extra:
+            lines += ["", *extra]
+    return "\n".join(lines) + "\n"

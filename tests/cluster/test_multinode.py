@@ -1,0 +1,205 @@
+"""Three server nodes on one PostgreSQL database, many producers and consumers.
+
+Each run moves MESSAGES messages through a standard and a FIFO queue with producer and
+consumer threads spread over the nodes, then checks from the clients' own records:
+nothing acknowledged is lost, no message was handed to two consumers within one
+visibility period, and every FIFO group was processed in order. The second run SIGKILLs
+one node mid-way; its clients fail over to the others.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from botocore.exceptions import BotoCoreError, ClientError
+
+from tests.support import POSTGRES_URL, ServerProcess, isolated, require_postgres, sqs_client
+
+MESSAGES = int(os.environ.get("CONVEYOR_CLUSTER_MESSAGES", "50000"))
+PRODUCERS = CONSUMERS = 20
+GROUPS_PER_PRODUCER = 5
+VISIBILITY_S = 8  # short, so messages stranded by the killed node come back during the run
+DEADLINE_S = 600
+
+
+@dataclass
+class Receipt:
+    message_id: str
+    body: str
+    asked_at: float  # before the ReceiveMessage request left
+    got_at: float  # after its response arrived
+
+
+@dataclass
+class Ledger:
+    """What the clients saw. Appends from many threads; list.append is atomic in CPython."""
+
+    sent: dict[str, str] = field(default_factory=dict)  # message id -> body, acknowledged
+    receipts: list[Receipt] = field(default_factory=list)
+    deleted: set[str] = field(default_factory=set)
+    errors: list[str] = field(default_factory=list)
+
+
+class Failover:
+    """A boto3 client per node; on a connection error the caller moves to the next node."""
+
+    def __init__(self, nodes: list[ServerProcess], start: int) -> None:
+        self.clients = [sqs_client(n.url, connect_timeout=2, read_timeout=30) for n in nodes]
+        self.index = start % len(nodes)
+
+    @property
+    def client(self) -> Any:
+        return self.clients[self.index]
+
+    def next(self) -> None:
+        self.index = (self.index + 1) % len(self.clients)
+
+
+@pytest.fixture
+def nodes(tmp_path: Path) -> Iterator[list[ServerProcess]]:
+    require_postgres()
+    store = isolated(["--store", POSTGRES_URL])  # one schema shared by the three nodes
+    started = [ServerProcess(tmp_path / f"node{i}", *store, "--mode", "relaxed").start()
+               for i in range(3)]
+    yield started
+    for node in started:
+        node.stop()
+
+
+def _produce(pid: int, urls: dict[str, str], count: int, nodes: list[ServerProcess],
+             ledger: Ledger) -> None:
+    link = Failover(nodes, pid)
+    counters = itertools.count()
+    sent = 0
+    while sent < count:
+        n = min(10, count - sent)
+        fifo = sent % 20 < 10  # alternate batches between the two queues
+        entries = []
+        for _ in range(n):
+            c = next(counters)
+            group = f"p{pid}g{c % GROUPS_PER_PRODUCER}"
+            body = f"{'F' if fifo else 'S'}:{group}:{c}"
+            entry: dict[str, Any] = {"Id": str(len(entries)), "MessageBody": body}
+            if fifo:
+                entry |= {"MessageGroupId": group, "MessageDeduplicationId": f"{pid}-{c}"}
+            entries.append(entry)
+        try:
+            result = link.client.send_message_batch(
+                QueueUrl=urls["fifo" if fifo else "std"], Entries=entries)
+        except (BotoCoreError, ClientError):
+            link.next()  # not acknowledged: it may or may not be there; either is fine
+            continue
+        bodies = {e["Id"]: e["MessageBody"] for e in entries}
+        for ok in result.get("Successful", []):
+            ledger.sent[ok["MessageId"]] = bodies[ok["Id"]]
+        if result.get("Failed"):
+            ledger.errors.append(f"send failed: {result['Failed']}")
+        sent += n
+
+
+def _consume(cid: int, url: str, nodes: list[ServerProcess], ledger: Ledger,
+             done: threading.Event) -> None:
+    link = Failover(nodes, cid)
+    while not done.is_set():
+        asked = time.monotonic()
+        try:
+            messages = link.client.receive_message(
+                QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=1,
+                VisibilityTimeout=VISIBILITY_S).get("Messages", [])
+        except (BotoCoreError, ClientError):
+            link.next()
+            continue
+        got = time.monotonic()
+        for m in messages:
+            ledger.receipts.append(Receipt(m["MessageId"], m["Body"], asked, got))
+        if not messages:
+            continue
+        entries = [{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
+                   for i, m in enumerate(messages)]
+        try:
+            result = link.client.delete_message_batch(QueueUrl=url, Entries=entries)
+        except (BotoCoreError, ClientError):
+            link.next()  # not deleted: they come back after the visibility timeout
+            continue
+        for ok in result.get("Successful", []):
+            ledger.deleted.add(messages[int(ok["Id"])]["MessageId"])
+
+
+def _run(nodes: list[ServerProcess], kill_one: bool) -> Ledger:
+    admin = sqs_client(nodes[0].url)
+    suffix = os.urandom(3).hex()
+    urls = {"std": admin.create_queue(QueueName=f"std-{suffix}")["QueueUrl"],
+            "fifo": admin.create_queue(QueueName=f"fifo-{suffix}.fifo",
+                                       Attributes={"FifoQueue": "true"})["QueueUrl"]}
+    ledger, done = Ledger(), threading.Event()
+    per_producer = MESSAGES // PRODUCERS
+    producers = [threading.Thread(target=_produce, args=(i, urls, per_producer, nodes, ledger))
+                 for i in range(PRODUCERS)]
+    consumers = [threading.Thread(target=_consume, args=(i, urls["fifo" if i % 2 else "std"],
+                                                         nodes, ledger, done))
+                 for i in range(CONSUMERS)]
+    for thread in producers + consumers:
+        thread.start()
+    if kill_one:
+        while len(ledger.deleted) < MESSAGES // 3:
+            time.sleep(0.2)
+        nodes[2].kill()
+    for thread in producers:
+        thread.join(DEADLINE_S)
+    deadline = time.monotonic() + DEADLINE_S
+    while not set(ledger.sent) <= ledger.deleted and time.monotonic() < deadline:
+        time.sleep(0.5)
+    done.set()
+    for thread in consumers:
+        thread.join(60)
+    return ledger
+
+
+def _check(ledger: Ledger) -> None:
+    assert not ledger.errors, ledger.errors[:5]
+    assert len(ledger.sent) >= MESSAGES * 0.99, "most sends must be acknowledged"
+    missing = set(ledger.sent) - {r.message_id for r in ledger.receipts}
+    assert not missing, f"{len(missing)} acknowledged messages never received"
+    assert set(ledger.sent) <= ledger.deleted, "every acknowledged message ends processed"
+
+    by_message: dict[str, list[Receipt]] = defaultdict(list)
+    for receipt in ledger.receipts:
+        by_message[receipt.message_id].append(receipt)
+    for receipts in by_message.values():
+        receipts.sort(key=lambda r: r.got_at)
+        for first, second in itertools.pairwise(receipts):
+            # The first claim's visibility ran until at least asked_at + VISIBILITY_S.
+            assert second.got_at >= first.asked_at + VISIBILITY_S, (
+                f"{first.message_id} delivered twice within one visibility period")
+
+    first_receipt: dict[str, Receipt] = {}
+    for receipt in sorted(ledger.receipts, key=lambda r: r.got_at):
+        first_receipt.setdefault(receipt.message_id, receipt)
+    groups: dict[str, list[tuple[float, int]]] = defaultdict(list)
+    for receipt in first_receipt.values():
+        kind, group, counter = receipt.body.split(":")
+        if kind == "F":
+            groups[group].append((receipt.got_at, int(counter)))
+    assert groups, "the FIFO queue carried messages"
+    for group, events in groups.items():
+        counters = [c for _, c in sorted(events)]
+        assert counters == sorted(counters), f"FIFO group {group} processed out of order"
+
+
+@pytest.mark.cluster
+def test_three_nodes_lose_nothing_and_keep_fifo_order(nodes: list[ServerProcess]) -> None:
+    _check(_run(nodes, kill_one=False))
+
+
+@pytest.mark.cluster
+def test_a_node_killed_mid_run_loses_nothing(nodes: list[ServerProcess]) -> None:
+    _check(_run(nodes, kill_one=True))

@@ -1,0 +1,27 @@
+"""A client process the sweeper tests SIGKILL: it creates a host queue and waits to die.
+
+Usage: python -m tests.tempqueues.orphan_client ENDPOINT PREFIX RETENTION_S
+Prints the host queue's URL on one line once it exists.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from conveyor.tempqueues import TemporaryQueuesClient
+from tests.support import sqs_client
+
+
+def main() -> None:
+    endpoint, prefix, retention_s = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    client = TemporaryQueuesClient(sqs_client(endpoint), prefix=prefix, retention_s=retention_s,
+                                   heartbeat_interval_s=0.2, poll_wait_s=1, sweep_period_s=None)
+    client.create_queue(QueueName="doomed")
+    print(client.host_queue_urls[0], flush=True)
+    while True:
+        time.sleep(60)
+
+
+if __name__ == "__main__":
+    main()
