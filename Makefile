@@ -12,7 +12,7 @@ $(BIN)/conveyor: pyproject.toml
 	touch $@
 
 run: $(BIN)/conveyor
-	$(BIN)/conveyor server
+	$(BIN)/conveyor up --demo
 
 server: $(BIN)/conveyor
 	$(BIN)/conveyor server

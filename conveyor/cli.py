@@ -6,6 +6,7 @@ import click
 
 from conveyor import __version__
 from conveyor.server.cli import server_command
+from conveyor.worker.cli import register as register_worker_commands
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -21,10 +22,4 @@ def main() -> None:
 
 
 main.add_command(server_command)
-
-try:  # the worker package registers its commands when present
-    from conveyor.worker.cli import register as _register_worker
-
-    _register_worker(main)
-except ImportError:  # pragma: no cover - during bring-up only
-    pass
+register_worker_commands(main)

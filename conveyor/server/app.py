@@ -7,6 +7,7 @@ wire protocols and the service, and it runs the background sweeps.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import time
 import uuid
@@ -22,7 +23,7 @@ from conveyor.server.metrics import CONTENT_TYPE_LATEST, ServerMetrics
 from conveyor.server.waiters import Waiters
 from conveyor.service import ReceivePlan, RequestContext, Service
 from conveyor.service.base import queue_name_from
-from conveyor.sqs import jsonproto, queryproto, shapes
+from conveyor.sqs import jsonproto, queryproto
 from conveyor.sqs.errors import InternalError, RequestTooLarge, SqsError
 from conveyor.store.base import QueueRecord, StoreError
 
@@ -58,12 +59,21 @@ class App:
         self.metrics = ServerMetrics()
         self.waiters = Waiters()
         self.service.on_ready = self._ready
+        self.service.on_later = lambda queue, seconds: self.waiters.notify_later(queue.id, seconds)
         self._tasks: list[asyncio.Task[None]] = []
         self._announcing: set[asyncio.Task[None]] = set()
         self.stopping = False
+        # Request ids: unique per process start, and far cheaper than a uuid4 each.
+        self._id_prefix = uuid.uuid4().hex[:20]
+        self._ids = itertools.count(1)
         store = self.service.store
         if store.shared:
             store.on_remote_ready = self.waiters.notify  # type: ignore[attr-defined]
+
+    def _request_id(self) -> str:
+        n = next(self._ids)
+        p = self._id_prefix
+        return f"{p[:8]}-{p[8:12]}-{p[12:16]}-{p[16:20]}-{n:012x}"
 
     def _ready(self, queue: QueueRecord, count: int) -> None:
         """Messages became receivable: wake local long polls, and other nodes' ones."""
@@ -123,7 +133,7 @@ class App:
             return self._advance_clock(req)
         started = time.perf_counter()
         protocol = "json" if "x-amz-target" in req.headers else "query"
-        request_id = str(uuid.uuid4())
+        request_id = self._request_id()
         action = "Unknown"
         try:
             call = self._decode(protocol, req, request_id)
@@ -147,9 +157,7 @@ class App:
             log.exception("%s failed unexpectedly", action)
             status, extra, payload = self._encode_error(protocol, InternalError(), request_id)
             outcome = "InternalFailure"
-        label = action if action in shapes.operation_names() else "Unknown"
-        self.metrics.requests.labels(label, outcome).inc()
-        self.metrics.latency.labels(label).observe(time.perf_counter() - started)
+        self.metrics.observe(action, outcome, time.perf_counter() - started)
         content_type = jsonproto.CONTENT_TYPE if protocol == "json" else queryproto.CONTENT_TYPE
         return Response(status, payload, content_type,
                         [(b"x-amzn-requestid", request_id.encode()), *extra])

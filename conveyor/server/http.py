@@ -62,7 +62,7 @@ class _Connection(asyncio.Protocol):
         self.pending: deque[tuple[Request, bool]] = deque()  # (request, keep-alive)
         self.worker: asyncio.Task[None] | None = None
         self._reset()
-        self.idle_timer: asyncio.TimerHandle | None = None
+        self.last_active = server.loop.time()
 
     def _reset(self) -> None:
         self.url = b""
@@ -77,14 +77,11 @@ class _Connection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
         self.server.connections.add(self)
-        self._arm_idle()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.server.connections.discard(self)
         if not self.gone.done():
             self.gone.set_result(None)
-        if self.idle_timer:
-            self.idle_timer.cancel()
 
     def data_received(self, data: bytes) -> None:
         try:
@@ -98,18 +95,16 @@ class _Connection(asyncio.Protocol):
 
     def on_message_begin(self) -> None:
         self._reset()
-        if self.idle_timer:
-            self.idle_timer.cancel()
-            self.idle_timer = None
+        self.last_active = self.server.loop.time()
 
     def on_url(self, url: bytes) -> None:
         self.url += url
-        self._count_header(len(url))
+        self.header_bytes += len(url)
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self._count_header(len(name) + len(value))
-        key = name.decode("latin-1").lower()
-        self.headers[key] = value.decode("latin-1")
+        # Called once per header from C: keep it minimal; names are lowered once here.
+        self.header_bytes += len(name) + len(value)
+        self.headers[name.lower().decode("latin-1")] = value.decode("latin-1")
 
     def on_headers_complete(self) -> None:
         if self.headers.get("expect", "").lower() == "100-continue" and self.transport:
@@ -135,9 +130,6 @@ class _Connection(asyncio.Protocol):
         if self.worker is None or self.worker.done():
             self.worker = self.server.loop.create_task(self._serve_pending())
 
-    def _count_header(self, size: int) -> None:
-        self.header_bytes += size
-
     # --- serving -------------------------------------------------------------------------
 
     async def _serve_pending(self) -> None:
@@ -161,7 +153,7 @@ class _Connection(asyncio.Protocol):
             if not keep_alive or response is None:
                 self.transport.close()
                 return
-        self._arm_idle()
+        self.last_active = self.server.loop.time()
 
     def _write(self, response: Response, keep_alive: bool) -> None:
         assert self.transport is not None
@@ -179,12 +171,12 @@ class _Connection(asyncio.Protocol):
             self._write(Response(status, b'{"message":"%s"}' % message), keep_alive=False)
             self.transport.close()
 
-    def _arm_idle(self) -> None:
-        if self.transport and not self.transport.is_closing():
-            self.idle_timer = self.server.loop.call_later(IDLE_TIMEOUT_S, self.transport.close)
+    def busy(self) -> bool:
+        return bool(self.pending) or (self.worker is not None and not self.worker.done())
 
-    def close_if_idle(self) -> None:
-        if self.transport and not self.pending and (self.worker is None or self.worker.done()):
+    def close_if_idle(self, idle_s: float = 0.0) -> None:
+        quiet = self.server.loop.time() - self.last_active >= idle_s
+        if self.transport and quiet and not self.busy():
             self.transport.close()
 
 
@@ -195,6 +187,7 @@ class HttpServer:
         self.loop = asyncio.get_running_loop()
         self.connections: set[_Connection] = set()
         self._server: asyncio.Server | None = None
+        self._reaper: asyncio.Task[None] | None = None
         self._date = b""
         self._date_at = 0.0
 
@@ -208,11 +201,21 @@ class HttpServer:
     async def start(self, host: str, port: int) -> None:
         self._server = await self.loop.create_server(lambda: _Connection(self), host, port,
                                                      reuse_address=True, backlog=1024)
+        self._reaper = self.loop.create_task(self._close_idle())
+
+    async def _close_idle(self) -> None:
+        """One sweep for all connections, instead of a timer re-armed on every request."""
+        while True:
+            await asyncio.sleep(IDLE_TIMEOUT_S / 5)
+            for connection in list(self.connections):
+                connection.close_if_idle(IDLE_TIMEOUT_S)
 
     async def stop(self, grace_s: float = 5.0) -> None:
         """Stop accepting; close idle connections; give busy ones `grace_s` to finish."""
         if self._server:
             self._server.close()
+        if self._reaper:
+            self._reaper.cancel()
         deadline = self.loop.time() + grace_s
         while self.connections and self.loop.time() < deadline:
             for connection in list(self.connections):

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from conveyor.sqs.shapes import operation_names
 
 __all__ = ["CONTENT_TYPE_LATEST", "ServerMetrics"]
 
@@ -23,6 +27,18 @@ class ServerMetrics:
             ["region", "queue", "state"], registry=self.registry)
         self.waiting = Gauge("conveyor_long_polls_waiting", "Receivers parked in a long poll.",
                              registry=self.registry)
+        self._children: dict[tuple[str, str], tuple[Any, Any]] = {}
+
+    def observe(self, action: str, outcome: str, seconds: float) -> None:
+        """Count one request. Label children are cached: labels() costs more than inc()."""
+        key = (action, outcome)
+        children = self._children.get(key)
+        if children is None:
+            label = action if action in operation_names() else "Unknown"
+            children = (self.requests.labels(label, outcome), self.latency.labels(label))
+            self._children[key] = children
+        children[0].inc()
+        children[1].observe(seconds)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -11,6 +11,8 @@ import asyncio
 import contextlib
 from collections import deque
 
+MAX_WAIT_S = 20  # the longest WaitTimeSeconds SQS allows
+
 
 class Waiters:
     def __init__(self) -> None:
@@ -44,6 +46,13 @@ class Waiters:
                         parked.remove(future)
                     if not parked:
                         del self._parked[queue_id]
+
+    def notify_later(self, queue_id: int, seconds: float) -> None:
+        """A message of the queue becomes receivable in `seconds`: wake one parked receiver
+        then (it re-checks, and re-plans its sleep). Nothing to do with nobody parked or
+        past the longest long poll."""
+        if self._parked.get(queue_id) and seconds < MAX_WAIT_S:
+            asyncio.get_running_loop().call_later(seconds, self.notify, queue_id, 1)
 
     def notify_all(self) -> None:
         for queue_id in list(self._parked):

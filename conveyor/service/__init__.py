@@ -21,9 +21,12 @@ class Service(QueueActions, MessageActions, RedriveActions):
     """The SQS API over a store. `action(name)` finds the method for a wire action."""
 
     def action(self, name: str) -> Action:
-        method = getattr(self, _snake(name), None)
-        if method is None or name == "ReceiveMessage":
-            raise InvalidAction(f"The action {name} is not valid for this endpoint.")
+        method = self._action_cache.get(name)
+        if method is None:
+            method = getattr(self, _snake(name), None)
+            if method is None or name == "ReceiveMessage":
+                raise InvalidAction(f"The action {name} is not valid for this endpoint.")
+            self._action_cache[name] = method  # only names from the SQS model get here
         return method
 
 

@@ -16,6 +16,7 @@ from conveyor.store.base import QueueRecord, Store
 
 # Called with (queue, number of messages that just became receivable) to wake long polls.
 ReadyHook = Callable[[QueueRecord, int], None]
+LaterHook = Callable[[QueueRecord, float], None]
 
 
 class ServiceBase:
@@ -27,6 +28,8 @@ class ServiceBase:
         self.account_id = account_id
         self.log = logging.getLogger("conveyor.service")
         self.on_ready: ReadyHook = lambda queue, count: None
+        # Called with (queue, seconds) when a message will become receivable that soon.
+        self.on_later: LaterHook = lambda queue, seconds: None
         # Queue records are read on every call; cache them. A single node invalidates on
         # each change; shared stores pass a short `queue_cache_s`.
         self._queue_cache_s = queue_cache_s
@@ -35,10 +38,17 @@ class ServiceBase:
         # and which attempt returned each message, to end a replay once one is touched.
         self._attempts: dict[tuple[int, str], tuple[int, dict[str, Any]]] = {}
         self._attempt_of: dict[tuple[int, int], tuple[int, str]] = {}
+        self._action_cache: dict[str, Any] = {}
+        self._names: dict[str, str | None] = {}  # queue URL or name → queue name
 
     async def queue(self, ctx: RequestContext, url_or_name: str) -> QueueRecord:
         """Find a queue by URL (any host) or bare name, in the caller's region."""
-        name = queue_name_from(url_or_name, ctx.account_id)
+        name = self._names.get(url_or_name, "")
+        if name == "":
+            name = queue_name_from(url_or_name, ctx.account_id)
+            if len(self._names) > 10_000:
+                self._names.clear()
+            self._names[url_or_name] = name
         key = (ctx.region, name or "")
         cached = self._queues.get(key)
         if cached and time.monotonic() - cached[1] < self._queue_cache_s:

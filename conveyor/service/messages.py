@@ -24,7 +24,7 @@ from conveyor.sqs.errors import (
     SqsError,
     invalid_value,
 )
-from conveyor.sqs.md5 import md5_of_attributes, md5_of_body
+from conveyor.sqs.md5 import md5_of_attributes
 from conveyor.store.base import (
     NOT_IN_FLIGHT,
     OK,
@@ -104,21 +104,25 @@ class MessageActions(ServiceBase):
                      now_ms: int) -> NewMessage:
         body = req["MessageBody"]
         validate.body(body)
-        user_attributes = req.get("MessageAttributes") or {}
-        size = len(body.encode()) + validate.message_attributes(user_attributes, self.limits)
+        data = body.encode()
+        user_attributes = req.get("MessageAttributes")
+        size = len(data)
+        if user_attributes:
+            size += validate.message_attributes(user_attributes, self.limits)
         max_size = int(queue.attributes["MaximumMessageSize"])
         if size > max_size:
             raise InvalidParameterValue(
                 f"One or more parameters are invalid. Reason: Message must be shorter than "
                 f"{max_size} bytes.")
-        system_attributes = req.get("MessageSystemAttributes") or {}
-        validate.system_attributes(system_attributes, self.limits)
+        system_attributes = req.get("MessageSystemAttributes")
+        if system_attributes:
+            validate.system_attributes(system_attributes, self.limits)
         delay_s = self._delay(queue, req)
         group_id, dedup_key = self._fifo_keys(queue, req, body)
         return NewMessage(
             message_id=new_message_id(),
             body=body,
-            md5_body=md5_of_body(body),
+            md5_body=hashlib.md5(data).hexdigest(),
             attributes=_encode_attributes(user_attributes) if user_attributes else None,
             md5_attributes=md5_of_attributes(user_attributes) if user_attributes else None,
             system=_encode_attributes(system_attributes) if system_attributes else None,
@@ -180,13 +184,19 @@ class MessageActions(ServiceBase):
     def _announce(self, queue: QueueRecord, messages: list[NewMessage],
                   duplicates: list[bool]) -> None:
         now_ms = self.clock.now_ms()
-        ready = sum(1 for m, dup in zip(messages, duplicates, strict=True)
-                    if not dup and m.visible_at_ms <= now_ms)
+        ready, soonest_ms = 0, None
         for m, dup in zip(messages, duplicates, strict=True):
-            if not dup:
-                self.log.debug("sent %s to %s", m.message_id, queue.name)
+            if dup:
+                continue
+            self.log.debug("sent %s to %s", m.message_id, queue.name)
+            if m.visible_at_ms <= now_ms:
+                ready += 1
+            elif soonest_ms is None or m.visible_at_ms < soonest_ms:
+                soonest_ms = m.visible_at_ms
         if ready:
             self.on_ready(queue, ready)
+        if soonest_ms is not None:  # a delayed message: parked receivers must look again then
+            self.on_later(queue, (soonest_ms - now_ms) / 1000)
 
     # --- receive ----------------------------------------------------------------------
 
@@ -365,6 +375,8 @@ class MessageActions(ServiceBase):
             raise MessageNotInflight()
         if req["VisibilityTimeout"] == 0:
             self.on_ready(queue, 1)
+        else:  # parked receivers planned their sleep with the old visibility
+            self.on_later(queue, req["VisibilityTimeout"])
 
     async def _batch(self, entries: list[Request], entry_name: str,
                      apply: Callable[[list[Handle]], Awaitable[list[str]]],

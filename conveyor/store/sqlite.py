@@ -9,8 +9,11 @@ OS page cache); only an OS crash or power loss can roll back the last commits.
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 import sqlite3
+import threading
+import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
@@ -34,6 +37,7 @@ from conveyor.store.base import (
 )
 
 SCHEMA_VERSION = 1
+log = logging.getLogger(__name__)
 
 SCHEMA = """
 -- One row per queue. `attributes` and `tags` are JSON objects of strings.
@@ -61,7 +65,7 @@ CREATE TABLE IF NOT EXISTS deleted_queues (
 -- both delay and visibility (pgmq's `vt`): a row is receivable when visible_at <= now.
 -- In flight = received at least once and not yet visible again.
 CREATE TABLE IF NOT EXISTS messages (
-    seq              INTEGER PRIMARY KEY AUTOINCREMENT,
+    seq              INTEGER PRIMARY KEY,  -- from _next_seq: increasing, never reused
     queue_id         INTEGER NOT NULL,
     message_id       TEXT NOT NULL,
     body             TEXT NOT NULL,
@@ -102,9 +106,9 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
 _INSERT = (
-    "INSERT INTO messages (queue_id, message_id, body, md5_body, attributes, md5_attributes,"
-    " system, sent_ms, sender_id, visible_at, group_id, dedup_key)"
-    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
+    "INSERT INTO messages (seq, queue_id, message_id, body, md5_body, attributes,"
+    " md5_attributes, system, sent_ms, sender_id, visible_at, group_id, dedup_key)"
+    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"
 )
 
 _MESSAGE_COLUMNS = (
@@ -125,12 +129,24 @@ class SqliteStore:
         self._lock = _lock_directory(self.path)
         self.db = sqlite3.connect(self.path / "conveyor.db", isolation_level=None,
                                   check_same_thread=False)
+        # The checkpointer thread moves the log into the database file (and fsyncs) off the
+        # event loop; the large autocheckpoint is only a backstop should it fall behind.
         for pragma in ("journal_mode=WAL", "synchronous=NORMAL", "busy_timeout=5000",
-                       "cache_size=-65536", "temp_store=MEMORY", "foreign_keys=OFF"):
+                       "cache_size=-65536", "temp_store=MEMORY", "foreign_keys=OFF",
+                       "wal_autocheckpoint=50000"):
             self.db.execute(f"PRAGMA {pragma}")
         self.db.executescript(SCHEMA)  # idempotent; executescript commits on its own
         with self._write():
             self._check_version()
+        self._last_seq = self.db.execute("SELECT COALESCE(MAX(seq), 0) FROM messages").fetchone()[0]
+        self._checkpointer = _Checkpointer(self.path / "conveyor.db")
+        self._checkpointer.start()
+
+    def _next_seq(self) -> int:
+        """Message order: microseconds since the epoch, bumped past the last one handed out.
+        Increasing across restarts without a counter row to rewrite on every insert."""
+        self._last_seq = max(self._last_seq + 1, time.time_ns() // 1000)
+        return self._last_seq
 
     def _check_version(self) -> None:
         row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
@@ -148,6 +164,7 @@ class SqliteStore:
         yield True  # one process, and calls do not yield to the event loop mid-way
 
     async def close(self) -> None:
+        self._checkpointer.stop()
         self.db.close()
         self._lock.close()
 
@@ -234,8 +251,8 @@ class SqliteStore:
                     if dup:
                         sent.append(SentMessage(dup[0], dup[1], duplicate=True))
                         continue
-                seq = db.execute(_INSERT, _insert_row(queue, m)).lastrowid
-                assert seq is not None
+                seq = self._next_seq()
+                db.execute(_INSERT, _insert_row(seq, queue, m))
                 if m.dedup_key is not None:
                     db.execute("INSERT OR REPLACE INTO dedup VALUES (?, ?, ?, ?, ?)",
                                (queue.id, m.dedup_key, m.message_id, seq, now_ms + dedup_ms))
@@ -243,13 +260,12 @@ class SqliteStore:
         return sent
 
     def _send_many(self, queue: QueueRecord, messages: list[NewMessage]) -> list[SentMessage]:
-        """No deduplication to check: one executemany. AUTOINCREMENT under the write lock
-        hands out consecutive seqs, so the last one tells all of them."""
+        """No deduplication to check: one executemany."""
+        seqs = [self._next_seq() for _ in messages]
         with self._write() as db:
-            db.executemany(_INSERT, [_insert_row(queue, m) for m in messages])
-            last = db.execute("SELECT last_insert_rowid()").fetchone()[0]
-        first = last - len(messages) + 1
-        return [SentMessage(m.message_id, first + i) for i, m in enumerate(messages)]
+            db.executemany(_INSERT, [_insert_row(seq, queue, m)
+                                     for seq, m in zip(seqs, messages, strict=True)])
+        return [SentMessage(m.message_id, seq) for seq, m in zip(seqs, messages, strict=True)]
 
     async def receive(self, queue: QueueRecord, max_messages: int, visibility_ms: int,
                       now_ms: int, redrive: Redrive | None) -> list[StoredMessage]:
@@ -396,8 +412,8 @@ class SqliteStore:
         return [MoveTaskRecord(**orjson.loads(r[0])) for r in rows]
 
 
-def _insert_row(queue: QueueRecord, m: NewMessage) -> tuple:
-    return (queue.id, m.message_id, m.body, m.md5_body, m.attributes, m.md5_attributes,
+def _insert_row(seq: int, queue: QueueRecord, m: NewMessage) -> tuple:
+    return (seq, queue.id, m.message_id, m.body, m.md5_body, m.attributes, m.md5_attributes,
             m.system, m.sent_ms, m.sender_id, m.visible_at_ms, m.group_id, m.dedup_key)
 
 
@@ -409,6 +425,32 @@ def _queue(row: tuple) -> QueueRecord:
 
 def _json(value: object) -> str:
     return orjson.dumps(value).decode()
+
+
+class _Checkpointer(threading.Thread):
+    """Checkpoints the WAL from its own connection every second, so the fsyncs a
+    checkpoint does never stall the event loop."""
+
+    def __init__(self, db_path: Path, period_s: float = 1.0) -> None:
+        super().__init__(name="conveyor-checkpoint", daemon=True)
+        self.db_path, self.period_s = db_path, period_s
+        self._stopped = threading.Event()
+
+    def run(self) -> None:
+        db = sqlite3.connect(self.db_path, isolation_level=None)
+        db.execute("PRAGMA busy_timeout=1000")
+        try:
+            while not self._stopped.wait(self.period_s):
+                try:
+                    db.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                except sqlite3.Error as exc:  # busy now; the next round catches up
+                    log.debug("checkpoint skipped: %s", exc)
+        finally:
+            db.close()
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self.join(5)
 
 
 def _lock_directory(path: Path) -> IO[str]:

@@ -1,0 +1,16 @@
+"""An asyncio SQS client (AWS JSON 1.0 protocol) shared by the worker tier's client parts."""
+
+from conveyor.client.client import (
+    CallObserver,
+    SQSClient,
+    endpoint_from_queue_url,
+    queue_name_from_url,
+    resolve_region,
+)
+from conveyor.client.errors import SQSError, SQSTransportError
+from conveyor.client.messages import BatchFailure, BatchResult, Message
+
+__all__ = [
+    "BatchFailure", "BatchResult", "CallObserver", "Message", "SQSClient", "SQSError",
+    "SQSTransportError", "endpoint_from_queue_url", "queue_name_from_url", "resolve_region",
+]

@@ -1,0 +1,67 @@
+"""`conveyor worker` and `conveyor up`, registered on the top-level `conveyor` group."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import click
+
+from conveyor.client import SQSError
+from conveyor.worker.config import ConfigError, load_config
+from conveyor.worker.options import OPTIONS, Option
+from conveyor.worker.runner import run_loop, serve, setup_logging
+
+_LOG_LEVELS = click.Choice(["debug", "info", "warning", "error"], case_sensitive=False)
+
+
+def click_option(option: Option) -> Any:
+    """One click option per worker option; values stay raw so config.py validates them all."""
+    default = "" if option.default is None else option.default
+    if option.low is not None:
+        detail = f"{option.help} [{option.range_text()}, default {default}; {option.env}]"
+    else:
+        detail = f"{option.help} [default {default!r}; {option.env}]"
+    if option.kind is bool:
+        name = option.flag[2:]
+        return click.option(f"--{name}/--no-{name}", option.name, default=None, help=detail)
+    return click.option(option.flag, option.name, default=None, help=detail, metavar="VALUE")
+
+
+def worker_options(func: Any) -> Any:
+    """Apply every worker option to a click command."""
+    for option in reversed(OPTIONS):
+        func = click_option(option)(func)
+    return func
+
+
+@click.command("worker")
+@click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False,
+              path_type=Path), help="YAML/JSON file of options under their EB names.")
+@click.option("--log-level", default="info", type=_LOG_LEVELS, show_default=True)
+@worker_options
+def worker_command(config_file: Path | None, log_level: str, **values: Any) -> None:
+    """Run the worker daemon: POST each message of WorkerQueueURL to the app.
+
+    Options use Elastic Beanstalk's names (aws:elasticbeanstalk:sqsd) in the config
+    file; each has a flag and a CONVEYOR_* variable. Precedence: flag > variable > file.
+    """
+    try:
+        config = load_config(values, os.environ, config_file)
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from None
+    setup_logging(log_level)
+    try:
+        run_loop(lambda: serve(config))
+    except SQSError as exc:  # not retryable: wrong queue URL, access denied, ...
+        msg = f"cannot use queue {config.worker_queue_url}: {exc}"
+        raise click.ClickException(msg) from None
+
+
+def register(main: click.Group) -> None:
+    """Add `worker` and `up` to the top-level `conveyor` command."""
+    from conveyor.worker.up import up_command
+
+    main.add_command(worker_command)
+    main.add_command(up_command)

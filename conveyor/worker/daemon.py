@@ -1,0 +1,405 @@
+"""The worker daemon: pollers → dispatchers → ack / retry, with heartbeats and graceful drain.
+
+    pollers (ReceiveMessage ×10) ──► buffer ──► HttpConnections dispatchers ──► the app
+                                                        │
+                        DeleteMessageBatch ◄── 2xx ─────┤
+     ChangeMessageVisibilityBatch ◄── failure / heartbeat / release
+
+At most HttpConnections + one batch of messages are held at once (`Slots`), so a free
+connection always finds the next message waiting instead of holding a batch hostage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from conveyor.client import (
+    Message,
+    SQSClient,
+    SQSError,
+    SQSTransportError,
+    endpoint_from_queue_url,
+    queue_name_from_url,
+)
+from conveyor.worker.backoff import (
+    MAX_VISIBILITY_S,
+    ErrorBackoff,
+    IdleBackoff,
+    failure_visibility,
+)
+from conveyor.worker.batcher import Batcher
+from conveyor.worker.config import WorkerConfig
+from conveyor.worker.delivery import Deliverer, Outcome
+from conveyor.worker.flow import IdleControl, Slots
+from conveyor.worker.metrics import WorkerMetrics
+from conveyor.worker.queues import WorkerQueues, prepare_worker_queue
+from conveyor.worker.status import StatusServer
+
+log = logging.getLogger(__name__)
+
+SQS_MAX_RECEIVE = 10
+# Repeat "queue server unreachable" at most this often while it stays down.
+_ERROR_LOG_EVERY_S = 30.0
+
+
+@dataclass(slots=True)
+class Job:
+    """A received message and what the daemon knows about its visibility."""
+
+    message: Message
+    received_s: float  # monotonic time the ReceiveMessage call was sent
+    visible_until_s: float  # monotonic; conservative (counted from before the receive)
+    accepted_s: float = 0.0  # monotonic time the answer was read
+    started_s: float | None = None
+    extending: bool = False
+    released: bool = False
+
+
+class Worker:
+    """One worker daemon for one queue. `await run()` until `stop()` (or a signal) drains it."""
+
+    def __init__(self, config: WorkerConfig, *, clock: Callable[[], float] = time.time,
+                 rng: random.Random | None = None) -> None:
+        self.config = config
+        self.queue_url = config.worker_queue_url
+        self.queue_name = queue_name_from_url(config.worker_queue_url)
+        self.metrics = WorkerMetrics(self.queue_name)
+        self.queues: WorkerQueues | None = None
+        self.state = "starting"
+        self._clock = clock  # wall clock, only for RetentionPeriod; injectable for tests
+        self._rng = rng or random.Random()
+        self._batch = min(SQS_MAX_RECEIVE, config.http_connections)
+        self._slots = Slots(config.http_connections + self._batch)
+        self._pollers = math.ceil(self._slots.capacity / self._batch)
+        self._idle = IdleControl(self._pollers, IdleBackoff(
+            config.idle_backoff_min, config.idle_backoff_max, self._rng))
+        self._poll_errors = ErrorBackoff(self._rng)
+        self._poll_error_logged_s = -math.inf
+        self._jobs: dict[str, Job] = {}
+        self._buffer: asyncio.Queue[Job | None] = asyncio.Queue()
+        self._stopping = asyncio.Event()
+        self._force = asyncio.Event()
+        self.ready = asyncio.Event()
+        self._sqs: SQSClient | None = None
+        self._delete: Batcher | None = None
+        self._change: Batcher | None = None
+        self._deliverer = Deliverer(config, self.queue_name)
+
+    # -- life cycle -----------------------------------------------------------
+
+    def stop(self) -> None:
+        """Begin a graceful drain; a second call stops waiting for open requests."""
+        if self._stopping.is_set():
+            self._force.set()
+        self._stopping.set()
+
+    async def run(self) -> None:
+        """Run until stopped, then drain: nothing received is left invisible behind."""
+        config = self.config
+        endpoint = config.endpoint_url or endpoint_from_queue_url(self.queue_url)
+        self._sqs = SQSClient(endpoint, region=config.region or None,
+                              max_connections=self._pollers + 32, observer=self.metrics.api_call)
+        status = None
+        if config.status_port:
+            status = StatusServer(config.status_host, config.status_port, self.metrics,
+                                  self.health)
+            await status.start()
+        try:
+            if await self._prepare():
+                await self._serve()
+        finally:
+            self.state = "stopped"
+            if status is not None:
+                await status.stop()
+            await self._sqs.close()
+
+    async def _prepare(self) -> bool:
+        """Check or create the queue, retrying while the server is unreachable."""
+        assert self._sqs is not None
+        config = self.config
+        while not self._stopping.is_set():
+            try:
+                self.queues = await prepare_worker_queue(
+                    self._sqs, self.queue_url, create=config.create_queue,
+                    max_retries=config.max_retries,
+                    visibility_timeout_s=config.visibility_timeout,
+                    retention_period_s=config.retention_period)
+            except (SQSTransportError, SQSError) as exc:
+                if isinstance(exc, SQSError) and not exc.retryable:
+                    raise
+                self._log_poll_error(exc)
+                await self._pause(self._poll_errors.next_pause())
+                continue
+            self.queue_url = self.queues.queue_url
+            self._poll_errors.reset()
+            return True
+        return False
+
+    async def _serve(self) -> None:
+        assert self._sqs is not None
+        sqs, url = self._sqs, self.queue_url
+        self._delete = Batcher("DeleteMessageBatch", self.queue_name,
+                               lambda entries: sqs.delete_message_batch(url, entries),
+                               give_up_s=max(60, self.config.visibility_timeout))
+        self._change = Batcher(
+            "ChangeMessageVisibilityBatch", self.queue_name,
+            lambda entries: sqs.change_message_visibility_batch(
+                url, [(i, receipt, secs) for i, (receipt, secs) in entries]),
+            give_up_s=max(60, self.config.visibility_timeout))
+        self._delete.start()
+        self._change.start()
+        await self._deliverer.open()
+        dispatchers = [asyncio.create_task(self._dispatch_loop(), name=f"dispatch-{i}")
+                       for i in range(self.config.http_connections)]
+        pollers = [asyncio.create_task(self._poll_loop(), name=f"poll-{i}")
+                   for i in range(self._pollers)]
+        heartbeat = asyncio.create_task(self._heartbeat_loop(), name="heartbeat")
+        self.state = "running"
+        self.ready.set()
+        log.info("worker started: queue=%s app=%s connections=%d pollers=%d", self.queue_name,
+                 self.config.post_url, self.config.http_connections, self._pollers)
+        try:
+            await self._stopping.wait()
+        finally:
+            await self._drain(pollers, dispatchers, heartbeat)
+
+    async def _drain(self, pollers: list[asyncio.Task[None]],
+                     dispatchers: list[asyncio.Task[None]], heartbeat: asyncio.Task[None]) -> None:
+        """Stop receiving, release what has not started, let open requests finish up to
+        DrainTimeout, release the rest with visibility 0, and flush every batch."""
+        self.state = "draining"
+        for task in pollers:
+            task.cancel()
+        await asyncio.gather(*pollers, return_exceptions=True)
+        while not self._buffer.empty():
+            job = self._buffer.get_nowait()
+            if job is not None:
+                self._release(job)
+        open_requests = sum(job.started_s is not None for job in self._jobs.values())
+        log.info("draining: queue=%s open_requests=%d deadline=%ds", self.queue_name,
+                 open_requests, self.config.drain_timeout)
+        for _ in dispatchers:
+            self._buffer.put_nowait(None)
+        deadline = time.monotonic() + self.config.drain_timeout
+        pending = set(dispatchers)
+        while pending and not self._force.is_set() and time.monotonic() < deadline:
+            _done, pending = await asyncio.wait(pending, timeout=0.05)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*dispatchers, return_exceptions=True)
+        heartbeat.cancel()
+        await asyncio.gather(heartbeat, return_exceptions=True)
+        await self._deliverer.close()
+        assert self._delete is not None and self._change is not None
+        await asyncio.gather(self._delete.close(10.0), self._change.close(10.0))
+        log.info("worker stopped: queue=%s", self.queue_name)
+
+    async def _pause(self, seconds: float) -> None:
+        """Sleep, but wake at once when stopping."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), timeout=seconds)
+
+    # -- polling --------------------------------------------------------------
+
+    async def _poll_loop(self) -> None:
+        assert self._sqs is not None
+        config = self.config
+        while True:
+            await self._slots.take(self._batch)
+            started = time.monotonic()
+            try:
+                messages = await self._sqs.receive_messages(
+                    self.queue_url, max_messages=self._batch, wait_time_s=config.poll_wait_time,
+                    visibility_timeout_s=config.visibility_timeout)
+            except (SQSTransportError, SQSError) as exc:
+                self._slots.give(self._batch)
+                self._log_poll_error(exc)
+                await asyncio.sleep(self._poll_errors.next_pause())
+                continue
+            except BaseException:
+                self._slots.give(self._batch)
+                raise
+            self._slots.give(self._batch - len(messages))
+            self._poll_succeeded()
+            if messages:
+                self._accept(messages, started)
+                await asyncio.sleep(0)  # let the dispatchers start these POSTs before we
+                # spend CPU signing the next receive
+            await self._idle.after_poll(len(messages), self._batch)
+
+    def _accept(self, messages: list[Message], received_s: float) -> None:
+        visible_until = received_s + self.config.visibility_timeout
+        now = time.monotonic()
+        for message in messages:
+            job = Job(message, received_s, visible_until, accepted_s=now)
+            self._jobs[message.receipt_handle] = job
+            self._buffer.put_nowait(job)
+        self.metrics.received(len(messages))
+
+    def _log_poll_error(self, exc: Exception) -> None:
+        now = time.monotonic()
+        if now - self._poll_error_logged_s >= _ERROR_LOG_EVERY_S:
+            self._poll_error_logged_s = now
+            log.warning("queue %s unreachable, retrying with back-off: %s", self.queue_name, exc)
+
+    def _poll_succeeded(self) -> None:
+        if self._poll_errors.failures:
+            log.info("queue %s reachable again after %d failed calls", self.queue_name,
+                     self._poll_errors.failures)
+            self._poll_error_logged_s = -math.inf
+        self._poll_errors.reset()
+
+    # -- dispatching ----------------------------------------------------------
+
+    async def _dispatch_loop(self) -> None:
+        while True:
+            job = await self._buffer.get()
+            if job is None:
+                return
+            try:
+                if not job.released:
+                    await self._handle(job)
+            finally:
+                self._slots.give(1)
+
+    async def _handle(self, job: Job) -> None:
+        message = job.message
+        if self._expired(message):
+            self._finish(job)
+            self._submit_delete(message)
+            self.metrics.expired()
+            log.info("message expired (RetentionPeriod %ds), deleted unposted: queue=%s "
+                     "message=%s", self.config.retention_period, self.queue_name,
+                     message.message_id)
+            return
+        job.started_s = time.monotonic()
+        self.metrics.waited(job.started_s - job.accepted_s)
+        self.metrics.in_flight(1)
+        try:
+            outcome = await self._deliverer.deliver(message)
+        except asyncio.CancelledError:
+            self._release(job)
+            raise
+        finally:
+            self.metrics.in_flight(-1)
+        self._finish(job)
+        if outcome.ok:
+            self._submit_delete(message)
+            self.metrics.succeeded(outcome.elapsed_s)
+        else:
+            self._retry(job, outcome)
+
+    def _expired(self, message: Message) -> bool:
+        first_ms = message.first_receive_ms or message.sent_ms
+        if first_ms is None:
+            return False
+        return self._clock() - first_ms / 1000 > self.config.retention_period
+
+    def _finish(self, job: Job) -> None:
+        self._jobs.pop(job.message.receipt_handle, None)
+
+    def _submit_delete(self, message: Message) -> None:
+        assert self._delete is not None
+        future = self._delete.submit(message.message_id, message.receipt_handle)
+        future.add_done_callback(lambda f: self._deleted(message, f.result()))
+
+    def _deleted(self, message: Message, refusal: str | None) -> None:
+        if refusal is not None:
+            log.warning("delete failed, the message will be delivered again: queue=%s "
+                        "message=%s code=%s", self.queue_name, message.message_id, refusal)
+
+    def _retry(self, job: Job, outcome: Outcome) -> None:
+        """Return a failed message after a back-off (or at once if its next receive will
+        move it to the dead-letter queue)."""
+        assert self._change is not None and self.queues is not None
+        message, config = job.message, self.config
+        count = message.receive_count
+        limit = self.queues.max_receive_count
+        final = limit is not None and count >= limit
+        if final:
+            seconds = 0
+            self.metrics.dead_lettered()
+        elif outcome.retry_after_s is not None:
+            seconds = min(outcome.retry_after_s, MAX_VISIBILITY_S)
+        else:
+            seconds = failure_visibility(count, config.error_visibility_timeout,
+                                         config.max_error_visibility_timeout, self._rng)
+        self._change.submit(message.message_id, (message.receipt_handle, seconds))
+        self.metrics.failed(outcome.status, outcome.elapsed_s)
+        after = "moves to the dead-letter queue" if final else f"retry in {seconds}s"
+        detail = f" ({outcome.detail})" if outcome.detail else ""
+        log.warning("job failed: queue=%s message=%s status=%s time=%.3fs receive_count=%d "
+                    "%s%s", self.queue_name, message.message_id, outcome.status,
+                    outcome.elapsed_s, count, after, detail)
+
+    def _release(self, job: Job) -> None:
+        """Hand a message back at once (visibility 0) so another worker can take it."""
+        assert self._change is not None
+        if job.released:
+            return
+        job.released = True
+        self._finish(job)
+        self._change.submit(job.message.message_id, (job.message.receipt_handle, 0))
+        self.metrics.released()
+        log.info("released: queue=%s message=%s", self.queue_name, job.message.message_id)
+
+    # -- heartbeats -----------------------------------------------------------
+
+    async def _heartbeat_loop(self) -> None:
+        """Extend the visibility of messages whose request is still open (seed 003), up to
+        ConnectTimeout + InactivityTimeout; release buffered ones about to reappear."""
+        vt = self.config.visibility_timeout
+        if vt == 0:
+            return  # the operator asked for messages never to be hidden
+        tick_s = min(1.0, max(0.05, vt / 4))
+        margin_s = vt / 2
+        limit_s = self.config.connect_timeout + self.config.inactivity_timeout
+        while True:
+            await asyncio.sleep(tick_s)
+            now = time.monotonic()
+            for job in list(self._jobs.values()):
+                if job.extending or job.visible_until_s - now > margin_s:
+                    continue
+                if job.started_s is None:
+                    self._release(job)
+                elif now - job.started_s < limit_s:
+                    self._extend(job, now)
+
+    def _extend(self, job: Job, now: float) -> None:
+        assert self._change is not None
+        job.extending = True
+        seconds = self.config.visibility_timeout
+        future = self._change.submit(job.message.message_id, (job.message.receipt_handle, seconds))
+
+        def done(f: asyncio.Future[str | None]) -> None:
+            refusal = f.result()
+            if refusal is None:
+                job.extending = False
+                job.visible_until_s = now + seconds
+                self.metrics.extended(1)
+            elif job.started_s is not None and job.message.receipt_handle in self._jobs:
+                # left `extending` so it is not retried every tick
+                log.warning("could not extend visibility, the message may be delivered again "
+                            "while it runs: queue=%s message=%s code=%s", self.queue_name,
+                            job.message.message_id, refusal)
+
+        future.add_done_callback(done)
+
+    # -- health ---------------------------------------------------------------
+
+    def health(self) -> tuple[bool, dict[str, Any]]:
+        """(healthy, report) for /health."""
+        reachable = self._poll_errors.failures == 0
+        status = self.state if self.state != "running" or reachable else "queue-unreachable"
+        report = {"status": "ok" if status == "running" else status, "queue": self.queue_name,
+                  "in_flight": sum(job.started_s is not None for job in self._jobs.values()),
+                  "held": self._slots.capacity - self._slots.free}
+        return status == "running", report

@@ -1,0 +1,114 @@
+"""POST one message to the app, the way Elastic Beanstalk's sqsd does, and classify the answer."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from urllib.parse import urlsplit
+
+from conveyor import __version__
+from conveyor.client import Message
+from conveyor.worker.backoff import parse_retry_after
+from conveyor.worker.config import WorkerConfig
+from conveyor.worker.http1 import (
+    AppClient,
+    ConnectFailed,
+    ConnectionBroken,
+    ConnectTimeout,
+    Response,
+    ResponseTimeout,
+)
+from conveyor.worker.signing import SIGNATURE_HEADER, sign
+
+# Apps such as django-eb-sqs-worker check that the User-Agent starts with aws-sqsd.
+USER_AGENT = f"aws-sqsd/3.0.4 (conveyor/{__version__})"
+_ATTR_TYPES = ("String", "Number")
+_RETRY_AFTER_STATUSES = (429, 503)
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What became of one POST: success, or why not."""
+
+    ok: bool
+    status: str  # the HTTP status as text, or a reason: connect-failed, inactivity-timeout...
+    elapsed_s: float
+    retry_after_s: int | None = None
+    detail: str = ""
+
+
+def sqsd_headers(message: Message, queue_name: str, mime_type: str) -> dict[str, str]:
+    """The headers sqsd sends with each message (seed 000), attributes included."""
+    headers = {
+        "Content-Type": mime_type,
+        "User-Agent": USER_AGENT,
+        "X-Aws-Sqsd-Msgid": message.message_id,
+        "X-Aws-Sqsd-Queue": queue_name,
+        "X-Aws-Sqsd-Receive-Count": str(message.receive_count),
+    }
+    first_ms = message.first_receive_ms or message.sent_ms
+    if first_ms is not None:
+        headers["X-Aws-Sqsd-First-Received-At"] = iso8601_utc(first_ms / 1000)
+    for name, value in message.message_attributes.items():
+        data_type = str(value.get("DataType", ""))
+        text = value.get("StringValue")
+        if data_type.split(".", 1)[0] in _ATTR_TYPES and text is not None and _header_safe(text):
+            headers[f"X-Aws-Sqsd-Attr-{name}"] = text
+    return headers
+
+
+def iso8601_utc(epoch_s: float) -> str:
+    """`2026-01-31T12:34:56Z`."""
+    return datetime.fromtimestamp(epoch_s, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _header_safe(text: str) -> bool:
+    return "\r" not in text and "\n" not in text
+
+
+class Deliverer:
+    """Holds the keep-alive connections to the app and POSTs messages through them."""
+
+    def __init__(self, config: WorkerConfig, queue_name: str) -> None:
+        self._config = config
+        self._queue_name = queue_name
+        self._path = urlsplit(config.app_url).path.rstrip("/") + config.http_path
+        self._client = AppClient(config.app_url, config.connect_timeout)
+        self._timeout_s = config.inactivity_timeout
+
+    async def open(self) -> None:
+        """Nothing to open: connections are made on first use."""
+
+    async def close(self) -> None:
+        """Close idle connections."""
+        self._client.close()
+
+    async def deliver(self, message: Message) -> Outcome:
+        """POST `message` to the app and report the outcome (never raises for app errors)."""
+        body = message.body.encode()
+        headers = sqsd_headers(message, self._queue_name, self._config.mime_type)
+        if self._config.signing_secret:
+            headers[SIGNATURE_HEADER] = sign(self._config.signing_secret, body)
+        started = time.monotonic()
+        try:
+            response = await self._client.post(self._path, headers, body, self._timeout_s)
+        except ConnectFailed as exc:
+            return Outcome(False, "connect-failed", time.monotonic() - started, detail=str(exc))
+        except ConnectTimeout as exc:
+            return Outcome(False, "connect-timeout", time.monotonic() - started, detail=str(exc))
+        except ResponseTimeout as exc:
+            return Outcome(False, "inactivity-timeout", time.monotonic() - started,
+                           detail=str(exc))
+        except (ConnectionBroken, OSError) as exc:
+            detail = str(exc) or type(exc).__name__
+            return Outcome(False, "connection-error", time.monotonic() - started, detail=detail)
+        return self._outcome(response, time.monotonic() - started)
+
+    def _outcome(self, response: Response, elapsed_s: float) -> Outcome:
+        status = response.status
+        ok = status == 200 or (self._config.accept_any_2xx and 200 <= status < 300)
+        retry_after = None
+        if status in _RETRY_AFTER_STATUSES:
+            retry_after = parse_retry_after(response.headers.get("retry-after"))
+        return Outcome(ok, str(status), elapsed_s, retry_after)

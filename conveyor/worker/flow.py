@@ -1,0 +1,63 @@
+"""Flow control for the pollers: how many messages may be held, and how many pollers run."""
+
+from __future__ import annotations
+
+import asyncio
+
+from conveyor.worker.backoff import IdleBackoff
+
+
+class Slots:
+    """A counting limit on messages held (being posted, or received and about to be)."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.free = capacity
+        self._changed = asyncio.Event()
+
+    async def take(self, count: int) -> None:
+        """Wait until `count` slots are free, then hold them."""
+        while self.free < count:
+            self._changed.clear()
+            await self._changed.wait()
+        self.free -= count
+
+    def give(self, count: int) -> None:
+        """Return `count` slots."""
+        if count:
+            self.free += count
+            self._changed.set()
+
+
+class IdleControl:
+    """How many pollers poll (seed 004). A full batch means a backlog: every parked poller
+    resumes at once. A partial batch means two pollers keep up (one is always waiting on the
+    server while the other comes back): the others park. An empty poll parks the poller
+    too; the last one pauses with randomized exponential back-off between polls."""
+
+    def __init__(self, pollers: int, backoff: IdleBackoff) -> None:
+        self.active = pollers
+        self._backoff = backoff
+        self._wake = asyncio.Event()
+
+    async def after_poll(self, received: int, batch: int) -> None:
+        """Called by each poller after each receive with the number of messages it got."""
+        if received >= batch:
+            self._wake_all()
+        elif self.active > (2 if received else 1):
+            await self._park()
+        elif received == 0:
+            await asyncio.sleep(self._backoff.next_pause())
+        if received:
+            self._backoff.reset()
+
+    async def _park(self) -> None:
+        self.active -= 1
+        try:
+            await self._wake.wait()
+        finally:
+            self.active += 1
+
+    def _wake_all(self) -> None:
+        self._wake.set()
+        self._wake = asyncio.Event()

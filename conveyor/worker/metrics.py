@@ -1,0 +1,104 @@
+"""The worker's Prometheus metrics, in a registry of its own (one per Worker)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+_PROCESSING_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5,
+                       10, 30, 60, 180, 600, 1800, 3600)
+
+
+_WAIT_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.25, 1, 5, 30)
+
+
+class WorkerMetrics:
+    """Counters, gauges and histograms named `conveyor_worker_*`, labelled by queue."""
+
+    def __init__(self, queue: str) -> None:
+        self.registry = CollectorRegistry()
+        self.queue = queue
+        q = ("queue",)
+        reg = self.registry
+        self._received = Counter("conveyor_worker_messages_received", "Messages received.",
+                                 q, registry=reg)
+        self._succeeded = Counter("conveyor_worker_messages_succeeded",
+                                  "Messages the app accepted (then deleted).", q, registry=reg)
+        self._failed = Counter("conveyor_worker_messages_failed",
+                               "Messages the app did not accept, by HTTP status or reason.",
+                               ("queue", "status"), registry=reg)
+        self._dead_lettered = Counter(
+            "conveyor_worker_messages_dead_lettered",
+            "Failures on the last receive before the dead-letter queue takes the message.",
+            q, registry=reg)
+        self._expired = Counter("conveyor_worker_messages_expired",
+                                "Messages deleted unposted after RetentionPeriod.", q, registry=reg)
+        self._released = Counter("conveyor_worker_messages_released",
+                                 "Messages handed back with visibility 0 (drain).", q, registry=reg)
+        self._in_flight = Gauge("conveyor_worker_in_flight", "Requests open to the app.",
+                                q, registry=reg)
+        self._processing = Histogram("conveyor_worker_processing_seconds",
+                                     "Time the app took per message.", q,
+                                     buckets=_PROCESSING_BUCKETS, registry=reg)
+        self._waiting = Histogram("conveyor_worker_wait_seconds",
+                                  "Time from receipt until the POST starts (waiting for a free "
+                                  "connection).", q, buckets=_WAIT_BUCKETS, registry=reg)
+        self._extensions = Counter("conveyor_worker_visibility_extensions",
+                                   "Heartbeat visibility extensions.", q, registry=reg)
+        self._api_calls = Counter("conveyor_worker_api_calls", "SQS API calls.",
+                                  ("queue", "action", "outcome"), registry=reg)
+
+    def received(self, count: int) -> None:
+        """Count received messages."""
+        self._received.labels(self.queue).inc(count)
+
+    def succeeded(self, seconds: float) -> None:
+        """Count a success and observe its processing time."""
+        self._succeeded.labels(self.queue).inc()
+        self._processing.labels(self.queue).observe(seconds)
+
+    def failed(self, status: str, seconds: float) -> None:
+        """Count a failure by HTTP status (or reason) and observe its processing time."""
+        self._failed.labels(self.queue, status).inc()
+        self._processing.labels(self.queue).observe(seconds)
+
+    def waited(self, seconds: float) -> None:
+        """Observe how long a received message waited for a connection."""
+        self._waiting.labels(self.queue).observe(seconds)
+
+    def dead_lettered(self) -> None:
+        """Count a final failure."""
+        self._dead_lettered.labels(self.queue).inc()
+
+    def expired(self) -> None:
+        """Count a message deleted for RetentionPeriod."""
+        self._expired.labels(self.queue).inc()
+
+    def released(self, count: int = 1) -> None:
+        """Count messages released with visibility 0."""
+        self._released.labels(self.queue).inc(count)
+
+    def in_flight(self, delta: int) -> None:
+        """Move the open-request gauge."""
+        self._in_flight.labels(self.queue).inc(delta)
+
+    def extended(self, count: int) -> None:
+        """Count heartbeat extensions."""
+        self._extensions.labels(self.queue).inc(count)
+
+    def api_call(self, action: str, outcome: str, _seconds: float) -> None:
+        """Client observer hook: count one SQS call."""
+        self._api_calls.labels(self.queue, action, outcome).inc()
+
+    def value(self, name: str, **labels: str) -> float:
+        """Current value of one sample (0 if absent), e.g. for tests and the benchmark."""
+        found = self.registry.get_sample_value(name, {"queue": self.queue, **labels})
+        return found or 0.0
+
+    def api_calls_total(self) -> float:
+        """All SQS API calls made so far."""
+        return sum(sample.value for metric in self._api_calls.collect()
+                   for sample in metric.samples if sample.name.endswith("_total"))
+
+    def exposition(self) -> bytes:
+        """The Prometheus text format of every metric."""
+        return generate_latest(self.registry)

@@ -1,0 +1,104 @@
+"""The worker's options: Elastic Beanstalk's `aws:elasticbeanstalk:sqsd` names, defaults and
+ranges, plus Conveyor's own. One table drives the config file, the CLI flags and the
+CONVEYOR_* environment variables, so the three can never disagree.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    """One option: its EB-style name (the config file key), type, default and range."""
+
+    name: str
+    field: str
+    kind: type
+    default: Any
+    help: str
+    low: float | None = None
+    high: float | None = None
+    flag_name: str | None = None
+
+    @property
+    def flag(self) -> str:
+        """The CLI flag, e.g. `--http-connections`."""
+        return "--" + (self.flag_name or _kebab(self.name))
+
+    @property
+    def env(self) -> str:
+        """The environment variable, e.g. `CONVEYOR_HTTP_CONNECTIONS`."""
+        return "CONVEYOR_" + (self.flag_name or _kebab(self.name)).replace("-", "_").upper()
+
+    def range_text(self) -> str:
+        """`1-100`-style text for help."""
+        return f"{_num(self.low)}-{_num(self.high)}"
+
+
+def _kebab(name: str) -> str:
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "-", name).lower()
+
+
+def _num(value: float | None) -> str:
+    if value is None:
+        return ""
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+# Elastic Beanstalk's options (seed 000), with EB's defaults and ranges exactly.
+EB_OPTIONS = (
+    Option("WorkerQueueURL", "worker_queue_url", str, None,
+           "URL of the queue to read (required)."),
+    Option("HttpPath", "http_path", str, "/", "Path on the app that receives each POST."),
+    Option("MimeType", "mime_type", str, "application/json",
+           "Content-Type of each POST (any value)."),
+    Option("HttpConnections", "http_connections", int, 50,
+           "Most requests open to the app at once.", 1, 100),
+    Option("ConnectTimeout", "connect_timeout", int, 5,
+           "Seconds to wait for a connection to the app.", 1, 60),
+    Option("InactivityTimeout", "inactivity_timeout", int, 180,
+           "Seconds to wait for the app's answer before abandoning the request.", 1, 36000),
+    Option("VisibilityTimeout", "visibility_timeout", int, 300,
+           "Seconds a received message stays invisible (overrides the queue's).", 0, 43200),
+    Option("ErrorVisibilityTimeout", "error_visibility_timeout", int, 2,
+           "Seconds before a failed message is visible again (first retry).", 0, 43200),
+    Option("RetentionPeriod", "retention_period", int, 345600,
+           "Seconds after first receipt after which a message is deleted unposted.",
+           60, 1209600),
+    Option("MaxRetries", "max_retries", int, 10,
+           "Receives before a message moves to the dead-letter queue (maxReceiveCount).",
+           1, 100),
+)
+
+# Conveyor's additions (what sqsd users keep asking for).
+CONVEYOR_OPTIONS = (
+    Option("AppURL", "app_url", str, "http://localhost:80", "Base URL of the app."),
+    Option("AcceptAny2xx", "accept_any_2xx", bool, False,
+           "Treat any 2xx answer as success (EB accepts only 200).", flag_name="accept-any-2xx"),
+    Option("MaxErrorVisibilityTimeout", "max_error_visibility_timeout", int, 3600,
+           "Cap of the exponential back-off after repeated failures (seconds).", 0, 43200),
+    Option("DrainTimeout", "drain_timeout", int, 30,
+           "Seconds to let open requests finish on SIGTERM before releasing them.", 0, 3600),
+    Option("PollWaitTime", "poll_wait_time", int, 20,
+           "Long-poll WaitTimeSeconds of each receive.", 0, 20),
+    Option("IdleBackoffMin", "idle_backoff_min", float, 0.5,
+           "First pause (seconds) between empty polls when the queue stays empty.", 0, 3600),
+    Option("IdleBackoffMax", "idle_backoff_max", float, 5.0,
+           "Longest pause (seconds) between empty polls; the pause is randomized.", 0, 3600),
+    Option("SigningSecret", "signing_secret", str, "",
+           "If set, each POST carries an X-Conveyor-Signature HMAC-SHA256 header."),
+    Option("StatusPort", "status_port", int, 0,
+           "Port for /health and /metrics (0 = off).", 0, 65535),
+    Option("StatusHost", "status_host", str, "127.0.0.1", "Address /health and /metrics bind to."),
+    Option("CreateQueue", "create_queue", bool, True,
+           "Create the queue and its dead-letter queue if missing."),
+    Option("Region", "region", str, "", "AWS region (default: AWS_REGION, profile, or host)."),
+    Option("EndpointURL", "endpoint_url", str, "",
+           "SQS endpoint (default: the queue URL's scheme://host:port)."),
+)
+
+OPTIONS = EB_OPTIONS + CONVEYOR_OPTIONS
+BY_NAME = {option.name: option for option in OPTIONS}

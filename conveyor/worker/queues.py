@@ -1,0 +1,101 @@
+"""Set up, or check, the worker queue and its dead-letter queue through the SQS API."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import orjson
+
+from conveyor.client import SQSClient, SQSError, queue_name_from_url
+
+log = logging.getLogger(__name__)
+
+_NO_QUEUE = ("QueueDoesNotExist", "AWS.SimpleQueueService.NonExistentQueue")
+# Dead letters are kept as long as SQS allows: they are there to be looked at.
+DLQ_RETENTION_S = 1209600
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerQueues:
+    """The worker queue, its dead-letter queue (if any) and its maxReceiveCount."""
+
+    queue_url: str
+    dead_letter_url: str | None
+    max_receive_count: int | None
+
+
+def dead_letter_name(queue_name: str) -> str:
+    """`jobs` → `jobs-dead-letter`; `jobs.fifo` → `jobs-dead-letter.fifo`."""
+    if queue_name.endswith(".fifo"):
+        return queue_name[: -len(".fifo")] + "-dead-letter.fifo"
+    return queue_name + "-dead-letter"
+
+
+async def create_worker_queues(sqs: SQSClient, name: str, *, max_retries: int,
+                               visibility_timeout_s: int,
+                               retention_period_s: int) -> WorkerQueues:
+    """Create (or reuse) `name` and its dead-letter queue with maxReceiveCount = MaxRetries."""
+    fifo = {"FifoQueue": "true"} if name.endswith(".fifo") else {}
+    dlq_url = await sqs.create_queue(dead_letter_name(name),
+                                     {"MessageRetentionPeriod": str(DLQ_RETENTION_S), **fifo})
+    dlq_arn = (await sqs.get_queue_attributes(dlq_url, ["QueueArn"]))["QueueArn"]
+    redrive = orjson.dumps({"deadLetterTargetArn": dlq_arn,
+                            "maxReceiveCount": max_retries}).decode()
+    attributes = {"VisibilityTimeout": str(visibility_timeout_s),
+                  "MessageRetentionPeriod": str(retention_period_s), **fifo}
+    try:
+        url = await sqs.create_queue(name, {**attributes, "RedrivePolicy": redrive})
+    except SQSError as exc:
+        if not exc.matches("QueueAlreadyExists", "QueueNameExists"):
+            raise
+        url = await sqs.get_queue_url(name)  # exists with other attributes: keep them
+        return await inspect_worker_queue(sqs, url, max_retries)
+    return WorkerQueues(url, dlq_url, max_retries)
+
+
+async def inspect_worker_queue(sqs: SQSClient, queue_url: str,
+                               max_retries: int) -> WorkerQueues:
+    """Read an existing queue's redrive policy, warning when it does not match MaxRetries."""
+    attributes = await sqs.get_queue_attributes(queue_url, ["RedrivePolicy"])
+    raw = attributes.get("RedrivePolicy")
+    name = queue_name_from_url(queue_url)
+    if not raw:
+        log.warning("queue %s has no dead-letter queue (RedrivePolicy): MaxRetries has no effect "
+                    "and failing messages are retried until their retention period ends", name)
+        return WorkerQueues(queue_url, None, None)
+    policy = orjson.loads(raw)
+    count = int(policy.get("maxReceiveCount", 0)) or None
+    if count != max_retries:
+        log.warning("queue %s has maxReceiveCount=%s but MaxRetries=%d; the queue's value wins",
+                    name, count, max_retries)
+    arn = str(policy.get("deadLetterTargetArn", ""))
+    return WorkerQueues(queue_url, _url_for_arn(queue_url, arn), count)
+
+
+def _url_for_arn(queue_url: str, arn: str) -> str | None:
+    """Best guess at the DLQ's URL: same endpoint and path prefix, name from the ARN."""
+    if not arn:
+        return None
+    return queue_url.rsplit("/", 1)[0] + "/" + arn.rsplit(":", 1)[-1]
+
+
+async def prepare_worker_queue(sqs: SQSClient, queue_url: str, *, create: bool,
+                               max_retries: int, visibility_timeout_s: int,
+                               retention_period_s: int) -> WorkerQueues:
+    """Check the configured queue; create it and its DLQ when missing and `create` is set."""
+    try:
+        return await inspect_worker_queue(sqs, queue_url, max_retries)
+    except SQSError as exc:
+        if not (create and exc.matches(*_NO_QUEUE)):
+            raise
+    name = queue_name_from_url(queue_url)
+    queues = await create_worker_queues(sqs, name, max_retries=max_retries,
+                                        visibility_timeout_s=visibility_timeout_s,
+                                        retention_period_s=retention_period_s)
+    log.warning("queue %s did not exist: created it with dead-letter queue %s "
+                "(maxReceiveCount=%d)", name, queues.dead_letter_url, max_retries)
+    if queues.queue_url != queue_url:
+        log.warning("queue %s: the server names it %s (configured %s)", name,
+                    queues.queue_url, queue_url)
+    return queues

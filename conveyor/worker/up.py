@@ -1,0 +1,167 @@
+"""`conveyor up`: queue server + worker queue and dead-letter queue + worker daemon, one command.
+
+The server runs as a child process (`python -m conveyor server`); the queues are made
+through the SQS API like any client would; the worker runs in this process. Ctrl-C drains
+the worker first (so nothing is left invisible), then stops the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from pathlib import Path
+from typing import Any
+
+import click
+import orjson
+
+from conveyor.client import SQSClient
+from conveyor.worker.child_server import ChildServer, ServerStartError
+from conveyor.worker.cli import click_option
+from conveyor.worker.config import ConfigError, WorkerConfig, load_config
+from conveyor.worker.daemon import Worker
+from conveyor.worker.demo_app import DEMO_JOBS, DemoApp, start_demo_app
+from conveyor.worker.options import OPTIONS
+from conveyor.worker.queues import WorkerQueues, create_worker_queues
+from conveyor.worker.runner import install_signal_handlers, run_loop, setup_logging
+
+# `up` decides these itself; every other worker option is accepted as a flag.
+_UP_OWNS = {"WorkerQueueURL", "AppURL", "CreateQueue", "EndpointURL", "Region"}
+# So the demo shows a retry and a dead letter within seconds instead of minutes.
+_DEMO_DEFAULTS = {"MaxRetries": 3, "ErrorVisibilityTimeout": 1, "IdleBackoffMax": 2}
+
+
+def _up_options(func: Any) -> Any:
+    for option in reversed(OPTIONS):
+        if option.name not in _UP_OWNS:
+            func = click_option(option)(func)
+    return func
+
+
+def _say(text: str, **style: Any) -> None:
+    click.echo(click.style(text, **style) if style else text)
+
+
+@click.command("up")
+@click.option("--app", "app_url", metavar="URL", help="Base URL of your app, e.g. "
+              "http://localhost:8000 (each message is POSTed to URL + HttpPath).")
+@click.option("--demo", is_flag=True, help="Use a small bundled example app and send demo jobs.")
+@click.option("--port", type=int, default=9324, show_default=True, help="Queue server port.")
+@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("conveyor-data"), show_default=True, help="Queue server data.")
+@click.option("--queue", "queue_name", default="worker-queue", show_default=True,
+              help="Worker queue name (its dead-letter queue is NAME-dead-letter).")
+@click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False,
+              path_type=Path), help="YAML/JSON file of worker options under their EB names.")
+@click.option("--log-level", default="info", show_default=True,
+              type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False))
+@_up_options
+def up_command(app_url: str | None, demo: bool, port: int, data_dir: Path, queue_name: str,
+               config_file: Path | None, log_level: str, **values: Any) -> None:
+    """Run a whole worker environment locally: queue server, queues, worker daemon.
+
+    \b
+    conveyor up --demo                        see jobs flow in seconds
+    conveyor up --app http://localhost:8000   POST your queue's jobs to your app
+    """
+    if demo == bool(app_url):
+        raise click.UsageError("give exactly one of --app URL or --demo")
+    if demo:
+        values = {**_DEMO_DEFAULTS, **{k: v for k, v in values.items() if v is not None}}
+    server = ChildServer(port, data_dir)
+    values.update(WorkerQueueURL=f"{server.url}/queue/{queue_name}",
+                  AppURL=app_url or "http://127.0.0.1:1", CreateQueue="false")
+    try:
+        config = load_config(values, os.environ, config_file)
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from None
+    setup_logging(log_level)
+    try:
+        run_loop(lambda: _up(config, server, queue_name, demo))
+    except ServerStartError as exc:
+        raise click.ClickException(str(exc)) from None
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+    _say("conveyor up: stopped.", fg="cyan")
+
+
+async def _up(config: WorkerConfig, server: ChildServer, queue_name: str, demo: bool) -> None:
+    _say(f"conveyor up: starting the queue server on {server.url} (data in {server.data_dir})",
+         fg="cyan")
+    await server.start()
+    demo_app = DemoApp(lambda line: _say(line, fg="green" if "✓" in line else "yellow"))
+    runner = None
+    try:
+        if demo:
+            runner, url = await start_demo_app(demo_app)
+            config = config.replace(app_url=url)
+        async with SQSClient(server.url) as sqs:
+            queues = await create_worker_queues(
+                sqs, queue_name, max_retries=config.max_retries,
+                visibility_timeout_s=config.visibility_timeout,
+                retention_period_s=config.retention_period)
+            config = config.replace(worker_queue_url=queues.queue_url)
+            worker = Worker(config)
+            install_signal_handlers(worker.stop)
+            _banner(server, queues, config, demo)
+            watch = asyncio.create_task(_watch_server(server, worker))
+            demo_task = (asyncio.create_task(_run_demo(sqs, worker, queues, demo_app))
+                         if demo else None)
+            try:
+                await worker.run()
+            finally:
+                for task in (watch, demo_task):
+                    if task is not None:
+                        task.cancel()
+    finally:
+        if runner is not None:
+            await runner.cleanup()
+        await asyncio.to_thread(server.stop)
+
+
+def _banner(server: ChildServer, queues: WorkerQueues, config: WorkerConfig, demo: bool) -> None:
+    _say("conveyor up: ready", fg="cyan", bold=True)
+    _say(f"  queue server      {server.url}  (log: {server.log_path})")
+    _say(f"  worker queue      {queues.queue_url}")
+    _say(f"  dead-letter queue {queues.dead_letter_url}  (after {config.max_retries} receives)")
+    _say(f"  app               {config.post_url}{'  (bundled demo app)' if demo else ''}")
+    _say("  send a job:       aws sqs send-message --endpoint-url "
+         f"{server.url} --queue-url {queues.queue_url} --message-body '{{\"hello\": 1}}'")
+    _say("  stop:             Ctrl-C (drains the worker, then stops the server)", dim=True)
+
+
+async def _watch_server(server: ChildServer, worker: Worker) -> None:
+    """If the queue server dies under us, say so and stop the worker."""
+    while server.running():
+        await asyncio.sleep(0.5)
+    _say(f"conveyor up: the queue server exited unexpectedly; see {server.log_path}:",
+         fg="red", err=True)
+    _say(server.log_tail(), err=True)
+    worker.stop()
+    worker.stop()
+
+
+async def _run_demo(sqs: SQSClient, worker: Worker, queues: WorkerQueues,
+                    app: DemoApp) -> None:
+    """Send the demo jobs, then report once every one has settled."""
+    await worker.ready.wait()
+    _say(f"conveyor up: sending {len(DEMO_JOBS)} demo jobs", fg="cyan")
+    for job in DEMO_JOBS:
+        await sqs.send_message(queues.queue_url, orjson.dumps(job).decode())
+    expect_dead = sum(bool(job.get("always_fail")) for job in DEMO_JOBS)
+    expect_done = len(DEMO_JOBS) - expect_dead
+    dead = 0
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(120):
+            while len(app.done) < expect_done or dead < expect_dead:
+                await asyncio.sleep(0.5)
+                if queues.dead_letter_url:
+                    attributes = await sqs.get_queue_attributes(
+                        queues.dead_letter_url, ["ApproximateNumberOfMessages"])
+                    dead = int(attributes.get("ApproximateNumberOfMessages", 0))
+    _say(f"conveyor up: demo settled — {len(app.done)} jobs done, {dead} in the dead-letter "
+         f"queue ({queues.dead_letter_url}). The worker keeps running; Ctrl-C to stop.",
+         fg="cyan", bold=True)

@@ -1,0 +1,138 @@
+"""Stopping and surviving: SIGTERM drain of a `conveyor worker` process, queue server restarts."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+import time
+from pathlib import Path
+
+from aiohttp import web
+
+from tests.support import ServerProcess, sqs_client
+from tests.worker.conftest import (
+    Recorded,
+    aio,
+    make_queue,
+    queue_total,
+    recording_app,
+    run,
+    running_worker,
+    wait_until,
+)
+
+
+async def _start_worker_process(url: str, app_url: str, log: Path,
+                                *args: str) -> asyncio.subprocess.Process:
+    with open(log, "wb") as out:
+        return await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "conveyor", "worker", "--worker-queue-url", url,
+            "--app-url", app_url, "--poll-wait-time", "1", "--idle-backoff-min", "0.05",
+            "--idle-backoff-max", "0.2", *args, stdout=out, stderr=asyncio.subprocess.STDOUT)
+
+
+async def _receive_all(sqs, url: str, count: int) -> list[dict]:
+    """Receive `count` messages (with a long visibility so none is seen twice)."""
+    got: dict[str, dict] = {}
+    deadline = time.monotonic() + 20
+    while len(got) < count and time.monotonic() < deadline:
+        answer = await aio(sqs.receive_message, QueueUrl=url, MaxNumberOfMessages=10,
+                           WaitTimeSeconds=1, VisibilityTimeout=600,
+                           MessageSystemAttributeNames=["All"])
+        got.update({m["MessageId"]: m for m in answer.get("Messages", [])})
+    return list(got.values())
+
+
+def test_sigterm_releases_unfinished_messages_at_once(sqs, queue_name, tmp_path):
+    """Requests still open at the drain deadline, and messages not yet posted, are handed
+    back with visibility 0: another worker gets them now, not after VisibilityTimeout."""
+    url = make_queue(sqs, queue_name)
+    never = asyncio.Event()
+
+    async def stuck(_request: Recorded) -> web.StreamResponse:
+        await never.wait()
+        return web.Response(status=200)
+
+    async def scenario() -> None:
+        async with recording_app(stuck) as app:
+            entries = [{"Id": str(i), "MessageBody": f"job-{i}"} for i in range(6)]
+            await aio(sqs.send_message_batch, QueueUrl=url, Entries=entries)
+            proc = await _start_worker_process(
+                url, app.url, tmp_path / "worker.log", "--http-connections", "2",
+                "--visibility-timeout", "600", "--drain-timeout", "1")
+            await wait_until(lambda: app.active == 2, what="two open requests")
+            proc.send_signal(signal.SIGTERM)
+            code = await asyncio.wait_for(proc.wait(), 20)
+            never.set()
+        log = (tmp_path / "worker.log").read_text()
+        assert code == 0, log
+        back = await _receive_all(sqs, url, 6)
+        assert sorted(m["Body"] for m in back) == [f"job-{i}" for i in range(6)], log
+        posted = {r.msgid for r in app.requests}
+        assert len(posted) == 2
+        assert all(int(m["Attributes"]["ApproximateReceiveCount"]) >= 2
+                   for m in back if m["MessageId"] in posted)
+
+    run(scenario())
+
+
+def test_sigterm_lets_open_requests_finish_within_drain_timeout(sqs, queue_name, tmp_path):
+    url = make_queue(sqs, queue_name)
+
+    async def slow(_request: Recorded) -> web.StreamResponse:
+        await asyncio.sleep(1.0)
+        return web.Response(status=200)
+
+    async def scenario() -> None:
+        async with recording_app(slow) as app:
+            entries = [{"Id": str(i), "MessageBody": f"job-{i}"} for i in range(6)]
+            await aio(sqs.send_message_batch, QueueUrl=url, Entries=entries)
+            proc = await _start_worker_process(
+                url, app.url, tmp_path / "worker.log", "--http-connections", "2",
+                "--visibility-timeout", "600", "--drain-timeout", "20")
+            await wait_until(lambda: app.active == 2, what="two open requests")
+            proc.send_signal(signal.SIGTERM)
+            code = await asyncio.wait_for(proc.wait(), 30)
+        log = (tmp_path / "worker.log").read_text()
+        assert code == 0, log
+        finished = {r.body.decode() for r in app.requests}
+        assert len(finished) == 2  # the two open requests, no new ones after SIGTERM
+        back = await _receive_all(sqs, url, 4)
+        assert sorted(m["Body"] for m in back) == sorted(
+            f"job-{i}" for i in range(6) if f"job-{i}" not in finished), log
+
+    run(scenario())
+
+
+def test_queue_server_killed_and_restarted_loses_nothing(tmp_path, queue_name):
+    server = ServerProcess(tmp_path / "server").start()
+    try:
+        sqs = sqs_client(server.url)
+        url = make_queue(sqs, queue_name)
+        total = 300
+
+        async def quick(_request: Recorded) -> web.StreamResponse:
+            await asyncio.sleep(0.005)
+            return web.Response(status=200)
+
+        async def scenario() -> None:
+            for start in range(0, total, 10):
+                entries = [{"Id": str(i), "MessageBody": f"job-{start + i}"} for i in range(10)]
+                await aio(sqs.send_message_batch, QueueUrl=url, Entries=entries)
+            async with recording_app(quick) as app, running_worker(
+                    url, app.url, VisibilityTimeout=5, HttpConnections=10) as worker:
+                await wait_until(lambda: len(app.requests) >= total // 5, what="some progress")
+                await aio(server.kill)
+                await asyncio.sleep(1.0)
+                await aio(server.start)
+                await wait_until(lambda: len({r.body for r in app.requests}) == total,
+                                 timeout_s=60, what="every job")
+                await wait_until(lambda: queue_total(sqs, url) == 0, timeout_s=30,
+                                 what="an empty queue")
+                assert worker.state == "running"
+            assert {r.body.decode() for r in app.requests} == {f"job-{i}" for i in range(total)}
+
+        run(scenario())
+    finally:
+        server.stop()
