@@ -21,13 +21,16 @@ from conveyor.server import sigv4
 from conveyor.server.http import Request, Response
 from conveyor.server.metrics import CONTENT_TYPE_LATEST, ServerMetrics
 from conveyor.server.waiters import Waiters
-from conveyor.service import ReceivePlan, RequestContext, Service
+from conveyor.service import ReceivePlan, RequestContext, Service, leases
 from conveyor.service.base import queue_name_from
 from conveyor.sqs import jsonproto, queryproto
 from conveyor.sqs.errors import InternalError, RequestTooLarge, SqsError
 from conveyor.store.base import QueueRecord, StoreError
 
 log = logging.getLogger("conveyor.server")
+
+# Conveyor's own APIs beside SQS on the same port and protocol: target prefix -> actions.
+EXTENSIONS = {leases.TARGET_PREFIX: frozenset(leases.ACTIONS)}
 
 EXPIRE_EVERY_S = 5.0
 MOVE_EVERY_S = 0.2
@@ -167,7 +170,8 @@ class App:
             raise RequestTooLarge(
                 f"Request body is larger than {self.service.limits.max_request_bytes} bytes.")
         if protocol == "json":
-            action, request = jsonproto.decode(req.headers["x-amz-target"], req.body)
+            action, request = jsonproto.decode(req.headers["x-amz-target"], req.body,
+                                               EXTENSIONS)
             return Call(protocol, action, request, request_id)
         path_queue = req.path if queue_name_from(req.path, self.settings.account_id) else None
         action, request = queryproto.decode(req.query_string, req.body, path_queue)

@@ -7,6 +7,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from conveyor.service.leases import ACTIONS
 from conveyor.sqs.shapes import operation_names
 
 __all__ = ["CONTENT_TYPE_LATEST", "ServerMetrics"]
@@ -34,7 +35,7 @@ class ServerMetrics:
         key = (action, outcome)
         children = self._children.get(key)
         if children is None:
-            label = action if action in operation_names() else "Unknown"
+            label = action if action in operation_names() or action in ACTIONS else "Unknown"
             children = (self.requests.labels(label, outcome), self.latency.labels(label))
             self._children[key] = children
         children[0].inc()

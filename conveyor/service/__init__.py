@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from conveyor.service.context import RequestContext
+from conveyor.service.leases import LeaseActions
 from conveyor.service.messages import MessageActions, ReceivePlan
 from conveyor.service.queues import QueueActions
 from conveyor.service.redrive import RedriveActions
@@ -17,7 +18,7 @@ Action = Callable[[RequestContext, dict[str, Any]], Awaitable[dict[str, Any]]]
 __all__ = ["RequestContext", "ReceivePlan", "Service"]
 
 
-class Service(QueueActions, MessageActions, RedriveActions):
+class Service(QueueActions, MessageActions, RedriveActions, LeaseActions):
     """The SQS API over a store. `action(name)` finds the method for a wire action."""
 
     def action(self, name: str) -> Action:
@@ -26,7 +27,7 @@ class Service(QueueActions, MessageActions, RedriveActions):
             method = getattr(self, _snake(name), None)
             if method is None or name == "ReceiveMessage":
                 raise InvalidAction(f"The action {name} is not valid for this endpoint.")
-            self._action_cache[name] = method  # only names from the SQS model get here
+            self._action_cache[name] = method  # only names the protocol knows get here
         return method
 
 

@@ -14,17 +14,31 @@ CONTENT_TYPE = b"application/x-amz-json-1.0"
 TARGET_PREFIX = "AmazonSQS."
 
 
-def decode(target: str, body: bytes) -> tuple[str, dict[str, Any]]:
-    """Return (action, canonical request) or raise an SqsError."""
-    action = target[len(TARGET_PREFIX):] if target.startswith(TARGET_PREFIX) else ""
+def decode(target: str, body: bytes,
+           extensions: dict[str, frozenset[str]] | None = None) -> tuple[str, dict[str, Any]]:
+    """Return (action, canonical request) or raise an SqsError. `extensions` maps other
+    target prefixes (Conveyor's own APIs) to their actions; their bodies are checked by
+    the service, not by the SQS model."""
+    prefix, _, action = target.partition(".")
+    if prefix + "." != TARGET_PREFIX:
+        own = (extensions or {}).get(prefix + ".")
+        if own is None or action not in own:
+            raise InvalidAction(f"Unrecognized operation: {target[:100]}")
+        request = _load(body)
+        if not isinstance(request, dict):
+            raise MalformedRequest("The request body must be a JSON object.")
+        return action, request
     if not action:
         raise InvalidAction(f"Unrecognized operation: {target[:100]}")
     shape = shapes.input_shape(action)
+    return action, shapes.check_json(shape, _load(body))
+
+
+def _load(body: bytes) -> Any:
     try:
-        request = orjson.loads(body) if body.strip() else {}
+        return orjson.loads(body) if body.strip() else {}
     except orjson.JSONDecodeError:
         raise MalformedRequest("The request body is not valid JSON.") from None
-    return action, shapes.check_json(shape, request)
 
 
 def encode(result: dict[str, Any]) -> bytes:

@@ -120,6 +120,15 @@ class MoveTaskRecord:
     extra: dict[str, str] = field(default_factory=dict)
 
 
+@dataclass
+class LeaseRecord:
+    name: str
+    holder: str
+    version: int  # bumped by every successful write
+    expires_ms: int
+    data: str  # opaque to the store (periodic tasks keep their last enqueued times here)
+
+
 class Store(Protocol):
     """What the service needs from a backend. Every method is one atomic change."""
 
@@ -161,3 +170,11 @@ class Store(Protocol):
     async def move(self, moves: list[tuple[int, int]], now_ms: int) -> int: ...
     async def save_move_task(self, task: MoveTaskRecord) -> None: ...
     async def move_tasks(self, source_queue_id: int | None) -> list[MoveTaskRecord]: ...
+
+    # leases (leader election): conditional writes, None when the condition fails
+    async def lease_acquire(self, region: str, name: str, holder: str, ttl_ms: int,
+                            now_ms: int) -> LeaseRecord | None: ...
+    async def lease_update(self, region: str, name: str, holder: str, version: int,
+                           data: str, ttl_ms: int, now_ms: int) -> LeaseRecord | None: ...
+    async def lease_release(self, region: str, name: str, holder: str) -> None: ...
+    async def lease_get(self, region: str, name: str) -> LeaseRecord | None: ...

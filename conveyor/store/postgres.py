@@ -28,6 +28,7 @@ from conveyor.store.base import (
     STALE,
     Counts,
     Handle,
+    LeaseRecord,
     MoveTaskRecord,
     NewMessage,
     QueueRecord,
@@ -105,6 +106,17 @@ CREATE TABLE conveyor_move_tasks (
     handle          TEXT PRIMARY KEY,
     source_queue_id BIGINT NOT NULL,
     record          JSONB NOT NULL
+);
+"""), (2, """
+-- Leases for leader election: conditional writes decide who holds one.
+CREATE TABLE conveyor_leases (
+    region      TEXT NOT NULL,
+    name        TEXT NOT NULL,
+    holder      TEXT NOT NULL,
+    version     BIGINT NOT NULL,   -- bumped by every successful write
+    expires_ms  BIGINT NOT NULL,
+    data        TEXT NOT NULL,     -- opaque (periodic tasks: last enqueued times)
+    PRIMARY KEY (region, name)
 );
 """)]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
@@ -454,11 +466,46 @@ class PostgresStore:
                 " DO UPDATE SET record=EXCLUDED.record", task.handle, task.source_queue_id,
                 _json(task.__dict__))
 
+    async def lease_acquire(self, region: str, name: str, holder: str, ttl_ms: int,
+                            now_ms: int) -> LeaseRecord | None:
+        async with self._conn() as db:
+            row = await db.fetchrow(
+                "INSERT INTO conveyor_leases AS l VALUES ($1, $2, $3, 1, $4, '')"
+                " ON CONFLICT (region, name) DO UPDATE SET holder=EXCLUDED.holder,"
+                " version=l.version+1, expires_ms=EXCLUDED.expires_ms"
+                " WHERE l.holder=EXCLUDED.holder OR l.expires_ms<=$5"
+                f" RETURNING {_LEASE_COLUMNS}", region, name, holder, now_ms + ttl_ms, now_ms)
+        return LeaseRecord(*row) if row else None
+
+    async def lease_update(self, region: str, name: str, holder: str, version: int,
+                           data: str, ttl_ms: int, now_ms: int) -> LeaseRecord | None:
+        async with self._conn() as db:
+            row = await db.fetchrow(
+                "UPDATE conveyor_leases SET version=version+1, expires_ms=$1, data=$2"
+                " WHERE region=$3 AND name=$4 AND holder=$5 AND version=$6 AND expires_ms>$7"
+                f" RETURNING {_LEASE_COLUMNS}", now_ms + ttl_ms, data, region, name, holder,
+                version, now_ms)
+        return LeaseRecord(*row) if row else None
+
+    async def lease_release(self, region: str, name: str, holder: str) -> None:
+        async with self._conn() as db:
+            await db.execute("UPDATE conveyor_leases SET expires_ms=0, version=version+1"
+                             " WHERE region=$1 AND name=$2 AND holder=$3", region, name, holder)
+
+    async def lease_get(self, region: str, name: str) -> LeaseRecord | None:
+        async with self._conn() as db:
+            row = await db.fetchrow(f"SELECT {_LEASE_COLUMNS} FROM conveyor_leases"
+                                    " WHERE region=$1 AND name=$2", region, name)
+        return LeaseRecord(*row) if row else None
+
     async def move_tasks(self, source_queue_id: int | None) -> list[MoveTaskRecord]:
         async with self._conn() as db:
             rows = await db.fetch("SELECT record FROM conveyor_move_tasks WHERE $1::bigint IS"
                                   " NULL OR source_queue_id=$1", source_queue_id)
         return [MoveTaskRecord(**orjson.loads(r["record"])) for r in rows]
+
+
+_LEASE_COLUMNS = "name, holder, version, expires_ms, data"
 
 
 def _insert_row(queue: QueueRecord, m: NewMessage) -> tuple:

@@ -27,6 +27,7 @@ from conveyor.store.base import (
     STALE,
     Counts,
     Handle,
+    LeaseRecord,
     MoveTaskRecord,
     NewMessage,
     QueueRecord,
@@ -101,6 +102,17 @@ CREATE TABLE IF NOT EXISTS move_tasks (
     source_queue_id INTEGER NOT NULL,
     record          TEXT NOT NULL      -- JSON of MoveTaskRecord
 );
+
+-- Leases for leader election: conditional writes decide who holds one.
+CREATE TABLE IF NOT EXISTS leases (
+    region      TEXT NOT NULL,
+    name        TEXT NOT NULL,
+    holder      TEXT NOT NULL,
+    version     INTEGER NOT NULL,   -- bumped by every successful write
+    expires_ms  INTEGER NOT NULL,
+    data        TEXT NOT NULL,      -- opaque (periodic tasks: last enqueued times)
+    PRIMARY KEY (region, name)
+) WITHOUT ROWID;
 
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
@@ -405,11 +417,45 @@ class SqliteStore:
             db.execute("INSERT OR REPLACE INTO move_tasks VALUES (?, ?, ?)",
                        (task.handle, task.source_queue_id, _json(task.__dict__)))
 
+    async def lease_acquire(self, region: str, name: str, holder: str, ttl_ms: int,
+                            now_ms: int) -> LeaseRecord | None:
+        with self._write() as db:
+            row = db.execute(
+                "INSERT INTO leases VALUES (?, ?, ?, 1, ?, '') ON CONFLICT (region, name)"
+                " DO UPDATE SET holder=excluded.holder, version=version+1,"
+                " expires_ms=excluded.expires_ms WHERE leases.holder=excluded.holder"
+                f" OR leases.expires_ms<=? RETURNING {_LEASE_COLUMNS}",
+                (region, name, holder, now_ms + ttl_ms, now_ms)).fetchone()
+        return LeaseRecord(*row) if row else None
+
+    async def lease_update(self, region: str, name: str, holder: str, version: int,
+                           data: str, ttl_ms: int, now_ms: int) -> LeaseRecord | None:
+        with self._write() as db:
+            row = db.execute(
+                "UPDATE leases SET version=version+1, expires_ms=?, data=? WHERE region=?"
+                " AND name=? AND holder=? AND version=? AND expires_ms>?"
+                f" RETURNING {_LEASE_COLUMNS}",
+                (now_ms + ttl_ms, data, region, name, holder, version, now_ms)).fetchone()
+        return LeaseRecord(*row) if row else None
+
+    async def lease_release(self, region: str, name: str, holder: str) -> None:
+        with self._write() as db:
+            db.execute("UPDATE leases SET expires_ms=0, version=version+1 WHERE region=?"
+                       " AND name=? AND holder=?", (region, name, holder))
+
+    async def lease_get(self, region: str, name: str) -> LeaseRecord | None:
+        row = self.db.execute(f"SELECT {_LEASE_COLUMNS} FROM leases WHERE region=? AND name=?",
+                              (region, name)).fetchone()
+        return LeaseRecord(*row) if row else None
+
     async def move_tasks(self, source_queue_id: int | None) -> list[MoveTaskRecord]:
         """The tasks of one source queue, or of all queues (None)."""
         rows = self.db.execute("SELECT record FROM move_tasks WHERE ? IS NULL OR"
                                " source_queue_id=?", (source_queue_id, source_queue_id)).fetchall()
         return [MoveTaskRecord(**orjson.loads(r[0])) for r in rows]
+
+
+_LEASE_COLUMNS = "name, holder, version, expires_ms, data"
 
 
 def _insert_row(seq: int, queue: QueueRecord, m: NewMessage) -> tuple:
