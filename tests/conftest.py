@@ -5,7 +5,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.support import ServerProcess, sqs_client
+from tests.support import CREATED_SCHEMAS, ServerProcess, drop_schemas, sqs_client
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    drop_schemas(CREATED_SCHEMAS)
 
 
 @pytest.fixture(scope="session")

@@ -18,6 +18,7 @@ from botocore.config import Config
 POSTGRES_URL = os.environ.get("CONVEYOR_TEST_POSTGRES",
                               "postgresql://postgres@127.0.0.1:5432/test")
 STORES = ["sqlite", "postgresql"]
+CREATED_SCHEMAS: list[str] = []  # dropped at the end of the session (tests/conftest.py)
 
 
 def postgres_available() -> bool:
@@ -47,8 +48,28 @@ def isolated(store_args: list[str]) -> list[str]:
     i = store_args.index("--store")
     url = store_args[i + 1]
     schema = "t_" + os.urandom(6).hex()
+    CREATED_SCHEMAS.append(schema)
     joined = f"{url}{'&' if '?' in url else '?'}schema={schema}"
     return [*store_args[:i + 1], joined, *store_args[i + 2:]]
+
+
+def drop_schemas(schemas: list[str]) -> None:
+    """Remove the schemas tests created, so runs do not pile up tables in the database."""
+    if not schemas or not postgres_available():
+        return
+    import asyncio
+
+    import asyncpg
+
+    async def drop() -> None:
+        conn = await asyncpg.connect(POSTGRES_URL)
+        try:
+            for schema in schemas:
+                await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        finally:
+            await conn.close()
+
+    asyncio.run(drop())
 
 
 def free_port() -> int:
