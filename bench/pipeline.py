@@ -6,6 +6,10 @@ while its queue holds `backlog` messages that are sent but not yet deleted, so t
 latency measured is the pipeline's, not that of an ever-growing queue. Consumers
 stop once every producer of their queue is done and all it sent is deleted, or at
 a hard deadline. Every loop is bounded in time.
+
+Against several nodes of one cluster (`endpoints`), pair i sends through node i % n
+and receives through node (i + consumer_shift) % n; without them every process uses
+`endpoint`.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ START_TIMEOUT_S = 60.0  # spawning processes and importing boto3 on a busy 2-cor
 
 @dataclass(frozen=True)
 class PipelineConfig:
-    """One pipeline run against one endpoint."""
+    """One pipeline run against one endpoint (or several nodes sharing their queues)."""
 
     endpoint: str
     batched: bool
@@ -42,6 +46,8 @@ class PipelineConfig:
     wait_time_s: int = 1
     drain_timeout_s: float = 10.0
     queue_prefix: str = "bench"
+    endpoints: tuple[str, ...] = ()  # nodes of one cluster; queues are created on the first
+    consumer_shift: int = 0
 
     @property
     def queues(self) -> int:
@@ -50,6 +56,11 @@ class PipelineConfig:
     @property
     def producers_per_queue(self) -> int:
         return self.clients if self.shared_queue else 1
+
+    def client_endpoint(self, pair: int, consumer: bool) -> str:
+        """The node that pair's producer (or consumer) talks to."""
+        nodes = self.endpoints or (self.endpoint,)
+        return nodes[(pair + (self.consumer_shift if consumer else 0)) % len(nodes)]
 
 
 @dataclass
@@ -106,8 +117,8 @@ def _send_once(client: Any, url: str, cfg: PipelineConfig) -> tuple[int, int]:
     return len(resp.get("Successful", [])), len(resp.get("Failed", []))
 
 
-def _producer(cfg: PipelineConfig, url: str, q: int, shared: _Shared) -> None:
-    client = make_client(cfg.endpoint)
+def _producer(cfg: PipelineConfig, endpoint: str, url: str, q: int, shared: _Shared) -> None:
+    client = make_client(endpoint)
     errors = 0
     shared.barrier.wait(START_TIMEOUT_S)
     start, cpu0 = time.monotonic(), _cpu_now()
@@ -155,8 +166,8 @@ def _drained(cfg: PipelineConfig, q: int, shared: _Shared) -> bool:
             and shared.deleted[q] >= shared.sent[q])
 
 
-def _consumer(cfg: PipelineConfig, url: str, q: int, shared: _Shared) -> None:
-    client = make_client(cfg.endpoint, read_timeout_s=cfg.wait_time_s + 30)
+def _consumer(cfg: PipelineConfig, endpoint: str, url: str, q: int, shared: _Shared) -> None:
+    client = make_client(endpoint, read_timeout_s=cfg.wait_time_s + 30)
     latencies: array = array("d")
     errors = receives = 0
     last_delete = None
@@ -182,7 +193,7 @@ def _consumer(cfg: PipelineConfig, url: str, q: int, shared: _Shared) -> None:
 
 
 def _create_queues(cfg: PipelineConfig) -> list[str]:
-    client = make_client(cfg.endpoint)
+    client = make_client(cfg.client_endpoint(0, consumer=False))
     stamp = f"{os.getpid()}-{time.monotonic_ns() % 10**9}"
     return [client.create_queue(QueueName=f"{cfg.queue_prefix}-{stamp}-{i}")["QueueUrl"]
             for i in range(cfg.queues)]
@@ -209,8 +220,10 @@ def run_pipeline(cfg: PipelineConfig, server_cpu_s: Callable[[], float]) -> Pipe
     procs = []
     for i in range(cfg.clients):
         q = 0 if cfg.shared_queue else i
-        for role in (_producer, _consumer):
-            procs.append(ctx.Process(target=role, args=(cfg, urls[q], q, shared), daemon=True))
+        for role, consumer in ((_producer, False), (_consumer, True)):
+            endpoint = cfg.client_endpoint(i, consumer)
+            procs.append(ctx.Process(target=role, args=(cfg, endpoint, urls[q], q, shared),
+                                     daemon=True))
     for proc in procs:
         proc.start()
     cpu0, busy0 = server_cpu_s(), procstat.machine_busy_s()

@@ -140,6 +140,9 @@ class PostgresStore:
 
     def __init__(self, dsn: str, pool_size: int = 10) -> None:
         self.dsn, self.schema = _split_schema(dsn)
+        # NOTIFY channels are database-wide: one per schema, so that nodes of other
+        # Conveyor installations in the same database do not wake our long polls.
+        self.channel = f"{NOTIFY_CHANNEL}.{self.schema}"[:63] if self.schema else NOTIFY_CHANNEL
         self.pool_size = pool_size
         self.node_id = os.urandom(4).hex()
         self.clock_skew_ms = 0
@@ -162,7 +165,7 @@ class PostgresStore:
             await self._migrate()
             await self._measure_skew()
             self._listener = await asyncpg.connect(self.dsn, server_settings=settings)
-            await self._listener.add_listener(NOTIFY_CHANNEL, self._on_notify)
+            await self._listener.add_listener(self.channel, self._on_notify)
         except (OSError, asyncpg.PostgresError) as exc:
             raise StoreError(f"PostgreSQL at {_redact(self.dsn)}: {exc}") from exc
         self._tasks.append(asyncio.create_task(self._refresh_skew()))
@@ -215,7 +218,7 @@ class PostgresStore:
     async def announce(self, queue_id: int, count: int) -> None:
         """Tell long polls on other nodes that `count` messages became receivable."""
         async with self._conn() as db:
-            await db.execute("SELECT pg_notify($1, $2)", NOTIFY_CHANNEL,
+            await db.execute("SELECT pg_notify($1, $2)", self.channel,
                              f"{self.node_id}:{queue_id}:{count}")
 
     @contextlib.asynccontextmanager

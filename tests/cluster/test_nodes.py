@@ -1,0 +1,64 @@
+"""Two server nodes on one PostgreSQL database: what one node does, the other sees."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.server.helpers import RawClient
+from tests.support import POSTGRES_URL, ServerProcess, isolated, require_postgres, sqs_client
+
+
+@pytest.fixture
+def pair(tmp_path: Path) -> Iterator[tuple[ServerProcess, ServerProcess]]:
+    require_postgres()
+    store = isolated(["--store", POSTGRES_URL])
+    a = ServerProcess(tmp_path / "a", *store, "--mode", "relaxed").start()
+    b = ServerProcess(tmp_path / "b", *store, "--mode", "relaxed").start()
+    yield a, b
+    a.stop()
+    b.stop()
+
+
+def test_a_send_on_one_node_wakes_a_long_poll_on_the_other(pair: tuple[ServerProcess,
+                                                                        ServerProcess]) -> None:
+    a, b = pair
+    url = sqs_client(a.url).create_queue(QueueName="wake")["QueueUrl"]
+    got: list[float] = []
+
+    def receive() -> None:
+        messages = sqs_client(b.url).receive_message(QueueUrl=url, WaitTimeSeconds=15)
+        got.append(time.monotonic() if messages.get("Messages") else -1.0)
+
+    waiter = threading.Thread(target=receive)
+    waiter.start()
+    time.sleep(1.0)  # let the receiver park on node b
+    sent_at = time.monotonic()
+    sqs_client(a.url).send_message(QueueUrl=url, MessageBody="x")
+    waiter.join(20)
+    assert got and got[0] > 0, "the long poll on node b never got the message"
+    # Woken by the notification, not by the end of its 15 s wait.
+    assert got[0] - sent_at < 7
+
+
+def test_queues_and_leases_are_shared(pair: tuple[ServerProcess, ServerProcess]) -> None:
+    a, b = pair
+    url = sqs_client(a.url).create_queue(QueueName="shared")["QueueUrl"]
+    assert sqs_client(b.url).get_queue_url(QueueName="shared")["QueueUrl"].endswith("/shared")
+    sqs_client(a.url).send_message(QueueUrl=url, MessageBody="once")
+    assert sqs_client(b.url).receive_message(QueueUrl=url)["Messages"][0]["Body"] == "once"
+    assert "Messages" not in sqs_client(a.url).receive_message(QueueUrl=url)
+
+    def acquire(node: ServerProcess, holder: str) -> int:
+        body = json.dumps({"Name": "cron/shared", "Holder": holder, "TtlSeconds": 30}).encode()
+        headers = {"Content-Type": "application/x-amz-json-1.0",
+                   "X-Amz-Target": "ConveyorLease.AcquireLease"}
+        return RawClient(node.url).request("POST", "/", body, headers).status
+
+    assert acquire(a, "leader-a") == 200
+    assert acquire(b, "leader-b") == 400  # held through node a
