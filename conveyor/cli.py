@@ -5,6 +5,8 @@ from __future__ import annotations
 import click
 
 from conveyor import __version__
+from conveyor.cron.cli import register as register_cron_commands
+from conveyor.scale.cli import register as register_scale_commands
 from conveyor.server.cli import server_command
 from conveyor.worker.cli import register as register_worker_commands
 
@@ -23,3 +25,5 @@ def main() -> None:
 
 main.add_command(server_command)
 register_worker_commands(main)
+register_scale_commands(main)
+register_cron_commands(main)

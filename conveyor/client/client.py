@@ -29,6 +29,7 @@ CallObserver = Callable[[str, str, float], None]
 
 _AMZ_HOST = re.compile(r"^sqs[.-]([a-z0-9-]+)\.amazonaws\.com")
 _DEFAULT_REGION = "us-east-1"
+SQS_TARGET_PREFIX = "AmazonSQS."
 # Long polls may legitimately take WaitTimeSeconds; allow this much on top.
 _LONG_POLL_MARGIN_S = 10.0
 
@@ -101,15 +102,18 @@ class SQSClient:
         return self._session
 
     async def call(self, action: str, params: dict[str, Any], *,
-                   timeout_s: float | None = None) -> dict[str, Any]:
+                   timeout_s: float | None = None,
+                   target_prefix: str = SQS_TARGET_PREFIX) -> dict[str, Any]:
         """Send one SQS action with its JSON parameters and return the decoded answer.
 
-        Raises SQSError for an error answer and SQSTransportError when none arrived.
+        `target_prefix` reaches the server's other JSON APIs signed the same way (e.g.
+        `ConveyorLease.`). Raises SQSError for an error answer and SQSTransportError when
+        none arrived.
         """
         body = orjson.dumps(params)
         headers = self._signer.headers(self._url, body, {
             "Content-Type": "application/x-amz-json-1.0",
-            "X-Amz-Target": f"AmazonSQS.{action}",
+            "X-Amz-Target": f"{target_prefix}{action}",
         })
         started = time.monotonic()
         outcome = "transport"

@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from conveyor.client import SQSError
+from conveyor.cron.service import CronConfigError, check_cron_config
 from conveyor.worker.config import ConfigError, load_config
 from conveyor.worker.options import OPTIONS, Option
 from conveyor.worker.runner import run_loop, serve, setup_logging
@@ -49,7 +50,8 @@ def worker_command(config_file: Path | None, log_level: str, **values: Any) -> N
     """
     try:
         config = load_config(values, os.environ, config_file)
-    except ConfigError as exc:
+        check_cron_config(config)
+    except (ConfigError, CronConfigError) as exc:
         raise click.UsageError(str(exc)) from None
     setup_logging(log_level)
     try:

@@ -50,6 +50,10 @@ class WorkerConfig:
     create_queue: bool = True
     region: str = ""
     endpoint_url: str = ""
+    cron_file: str = "cron.yaml"
+    cron_lease: str = "server"
+    cron_grace_period: int = 300
+    cron_lease_ttl: float = 10.0
 
     @property
     def post_url(self) -> str:

@@ -29,6 +29,7 @@ from conveyor.client import (
     endpoint_from_queue_url,
     queue_name_from_url,
 )
+from conveyor.cron.service import CronService, LedgerBusy
 from conveyor.worker.backoff import (
     MAX_VISIBILITY_S,
     ErrorBackoff,
@@ -92,6 +93,7 @@ class Worker:
         self._delete: Batcher | None = None
         self._change: Batcher | None = None
         self._deliverer = Deliverer(config, self.queue_name)
+        self.cron = CronService.from_config(config, self.queue_name, self.metrics.registry)
 
     # -- life cycle -----------------------------------------------------------
 
@@ -157,6 +159,7 @@ class Worker:
         self._delete.start()
         self._change.start()
         await self._deliverer.open()
+        await self.cron.start(sqs, url)
         dispatchers = [asyncio.create_task(self._dispatch_loop(), name=f"dispatch-{i}")
                        for i in range(self.config.http_connections)]
         pollers = [asyncio.create_task(self._poll_loop(), name=f"poll-{i}")
@@ -176,6 +179,7 @@ class Worker:
         """Stop receiving, release what has not started, let open requests finish up to
         DrainTimeout, release the rest with visibility 0, and flush every batch."""
         self.state = "draining"
+        await self.cron.stop()  # hand the cron lease over before the drain, not after
         for task in pollers:
             task.cancel()
         await asyncio.gather(*pollers, return_exceptions=True)
@@ -198,6 +202,7 @@ class Worker:
         heartbeat.cancel()
         await asyncio.gather(heartbeat, return_exceptions=True)
         await self._deliverer.close()
+        await self.cron.close()
         assert self._delete is not None and self._change is not None
         await asyncio.gather(self._delete.close(10.0), self._change.close(10.0))
         log.info("worker stopped: queue=%s", self.queue_name)
@@ -280,6 +285,8 @@ class Worker:
                      "message=%s", self.config.retention_period, self.queue_name,
                      message.message_id)
             return
+        if not await self._admit_scheduled(job):
+            return
         job.started_s = time.monotonic()
         self.metrics.waited(job.started_s - job.accepted_s)
         self.metrics.in_flight(1)
@@ -296,6 +303,20 @@ class Worker:
             self.metrics.succeeded(outcome.elapsed_s)
         else:
             self._retry(job, outcome)
+
+    async def _admit_scheduled(self, job: Job) -> bool:
+        """Periodic tasks: a scheduled job whose run another message already carries is
+        deleted unposted; if the run ledger is unreachable the job is retried later."""
+        try:
+            if await self.cron.admit(job.message):
+                return True
+        except LedgerBusy as exc:
+            self._finish(job)
+            self._retry(job, Outcome(False, "run-ledger-unavailable", 0.0, detail=str(exc)))
+            return False
+        self._finish(job)
+        self._submit_delete(job.message)
+        return False
 
     def _expired(self, message: Message) -> bool:
         first_ms = message.first_receive_ms or message.sent_ms
@@ -401,5 +422,8 @@ class Worker:
         status = self.state if self.state != "running" or reachable else "queue-unreachable"
         report = {"status": "ok" if status == "running" else status, "queue": self.queue_name,
                   "in_flight": sum(job.started_s is not None for job in self._jobs.values()),
-                  "held": self._slots.capacity - self._slots.free}
+                  "held": self._slots.capacity - self._slots.free,
+                  "holding": len(self._jobs),  # received, not finished: busy for conveyor scale
+                  "processing_avg_s": self.metrics.processing_avg_s,
+                  "processed": self.metrics.processed}
         return status == "running", report

@@ -9,6 +9,7 @@ from urllib.parse import urlsplit
 
 from conveyor import __version__
 from conveyor.client import Message
+from conveyor.cron.jobs import ATTR_PREFIX, ScheduledJob
 from conveyor.worker.backoff import parse_retry_after
 from conveyor.worker.config import WorkerConfig
 from conveyor.worker.http1 import (
@@ -53,6 +54,8 @@ def sqsd_headers(message: Message, queue_name: str, mime_type: str) -> dict[str,
     for name, value in message.message_attributes.items():
         data_type = str(value.get("DataType", ""))
         text = value.get("StringValue")
+        if name.startswith(ATTR_PREFIX):
+            continue  # a scheduled job's: sent as X-Aws-Sqsd-Taskname / -Scheduled-At
         if data_type.split(".", 1)[0] in _ATTR_TYPES and text is not None and _header_safe(text):
             headers[f"X-Aws-Sqsd-Attr-{name}"] = text
     return headers
@@ -73,7 +76,8 @@ class Deliverer:
     def __init__(self, config: WorkerConfig, queue_name: str) -> None:
         self._config = config
         self._queue_name = queue_name
-        self._path = urlsplit(config.app_url).path.rstrip("/") + config.http_path
+        self._base_path = urlsplit(config.app_url).path.rstrip("/")
+        self._path = self._base_path + config.http_path
         self._client = AppClient(config.app_url, config.connect_timeout)
         self._timeout_s = config.inactivity_timeout
 
@@ -85,14 +89,21 @@ class Deliverer:
         self._client.close()
 
     async def deliver(self, message: Message) -> Outcome:
-        """POST `message` to the app and report the outcome (never raises for app errors)."""
-        body = message.body.encode()
+        """POST `message` to the app and report the outcome (never raises for app errors).
+
+        A scheduled job (periodic task) goes to its task's url with an empty body."""
         headers = sqsd_headers(message, self._queue_name, self._config.mime_type)
+        job = ScheduledJob.from_message(message)
+        if job is None:
+            path, body = self._path, message.body.encode()
+        else:
+            path, body = self._base_path + job.path, b""
+            headers.update(job.headers(message))
         if self._config.signing_secret:
             headers[SIGNATURE_HEADER] = sign(self._config.signing_secret, body)
         started = time.monotonic()
         try:
-            response = await self._client.post(self._path, headers, body, self._timeout_s)
+            response = await self._client.post(path, headers, body, self._timeout_s)
         except ConnectFailed as exc:
             return Outcome(False, "connect-failed", time.monotonic() - started, detail=str(exc))
         except ConnectTimeout as exc:

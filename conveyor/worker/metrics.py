@@ -46,6 +46,12 @@ class WorkerMetrics:
                                    "Heartbeat visibility extensions.", q, registry=reg)
         self._api_calls = Counter("conveyor_worker_api_calls", "SQS API calls.",
                                   ("queue", "action", "outcome"), registry=reg)
+        # For the autoscaler (conveyor/scale): a recent average, not the all-time one.
+        self.processing_avg_s: float | None = None
+        self.processed = 0
+        self._processing_avg = Gauge("conveyor_worker_processing_seconds_avg",
+                                     "Recent average time the app took per message (EWMA).",
+                                     q, registry=reg)
 
     def received(self, count: int) -> None:
         """Count received messages."""
@@ -55,11 +61,21 @@ class WorkerMetrics:
         """Count a success and observe its processing time."""
         self._succeeded.labels(self.queue).inc()
         self._processing.labels(self.queue).observe(seconds)
+        self._average(seconds)
 
     def failed(self, status: str, seconds: float) -> None:
         """Count a failure by HTTP status (or reason) and observe its processing time."""
         self._failed.labels(self.queue, status).inc()
         self._processing.labels(self.queue).observe(seconds)
+        self._average(seconds)
+
+    def _average(self, seconds: float) -> None:
+        """Exponentially weighted: about the last 20 jobs count."""
+        previous = self.processing_avg_s
+        self.processing_avg_s = seconds if previous is None else previous + (
+            seconds - previous) / 20
+        self.processed += 1
+        self._processing_avg.labels(self.queue).set(self.processing_avg_s)
 
     def waited(self, seconds: float) -> None:
         """Observe how long a received message waited for a connection."""

@@ -100,5 +100,20 @@ CONVEYOR_OPTIONS = (
            "SQS endpoint (default: the queue URL's scheme://host:port)."),
 )
 
-OPTIONS = EB_OPTIONS + CONVEYOR_OPTIONS
+# Periodic tasks (conveyor/cron): EB reads cron.yaml from the source bundle; here it is a path.
+CRON_OPTIONS = (
+    Option("CronFile", "cron_file", str, "cron.yaml",
+           "cron.yaml of periodic tasks, reloaded when it changes ('' = none).",
+           flag_name="cron"),
+    Option("CronLease", "cron_lease", str, "server",
+           "Leader lease backend: server (the queue server's lease API) or dynamodb:TABLE."),
+    Option("CronGracePeriod", "cron_grace_period", int, 300,
+           "Runs due while no daemon led are still enqueued up to this many seconds late.",
+           0, 86400),
+    Option("CronLeaseTtl", "cron_lease_ttl", float, 10.0,
+           "Seconds the cron leader's lease lasts unrenewed (renewed every quarter of it).",
+           0.2, 600),
+)
+
+OPTIONS = EB_OPTIONS + CONVEYOR_OPTIONS + CRON_OPTIONS
 BY_NAME = {option.name: option for option in OPTIONS}

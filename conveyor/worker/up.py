@@ -56,9 +56,14 @@ def _say(text: str, **style: Any) -> None:
               path_type=Path), help="YAML/JSON file of worker options under their EB names.")
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False))
+@click.option("--autoscale", metavar="MIN:MAX", help="Run MIN..MAX worker processes, scaled "
+              "on backlog per instance (conveyor scale), instead of one in-process worker.")
+@click.option("--scale-latency", type=float, default=10.0, show_default=True,
+              help="With --autoscale: acceptable queue latency (s) the fleet is sized for.")
 @_up_options
 def up_command(app_url: str | None, demo: bool, port: int, data_dir: Path, queue_name: str,
-               config_file: Path | None, log_level: str, **values: Any) -> None:
+               config_file: Path | None, log_level: str, autoscale: str | None,
+               scale_latency: float, **values: Any) -> None:
     """Run a whole worker environment locally: queue server, queues, worker daemon.
 
     \b
@@ -76,9 +81,17 @@ def up_command(app_url: str | None, demo: bool, port: int, data_dir: Path, queue
         config = load_config(values, os.environ, config_file)
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
+    scale = None
+    if autoscale:
+        from conveyor.scale.fleet import up_scaling
+
+        try:
+            scale = up_scaling(autoscale, scale_latency, data_dir)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--autoscale") from None
     setup_logging(log_level)
     try:
-        run_loop(lambda: _up(config, server, queue_name, demo))
+        run_loop(lambda: _up(config, server, queue_name, demo, scale))
     except ServerStartError as exc:
         raise click.ClickException(str(exc)) from None
     except KeyboardInterrupt:
@@ -88,7 +101,8 @@ def up_command(app_url: str | None, demo: bool, port: int, data_dir: Path, queue
     _say("conveyor up: stopped.", fg="cyan")
 
 
-async def _up(config: WorkerConfig, server: ChildServer, queue_name: str, demo: bool) -> None:
+async def _up(config: WorkerConfig, server: ChildServer, queue_name: str, demo: bool,
+              scale: Any = None) -> None:
     _say(f"conveyor up: starting the queue server on {server.url} (data in {server.data_dir})",
          fg="cyan")
     await server.start()
@@ -104,7 +118,7 @@ async def _up(config: WorkerConfig, server: ChildServer, queue_name: str, demo: 
                 visibility_timeout_s=config.visibility_timeout,
                 retention_period_s=config.retention_period)
             config = config.replace(worker_queue_url=queues.queue_url)
-            worker = Worker(config)
+            worker = scale(config) if scale else Worker(config)  # --autoscale: a fleet
             install_signal_handlers(worker.stop)
             _banner(server, queues, config, demo)
             watch = asyncio.create_task(_watch_server(server, worker))

@@ -1,0 +1,136 @@
+"""Periodic tasks inside one worker daemon: the scheduler and the run ledger, wired up."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import uuid
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from conveyor.client import Message, SQSClient, queue_name_from_url
+from conveyor.cron.clock import CronClock
+from conveyor.cron.cronfile import CronFileError, load_cron_file
+from conveyor.cron.jobs import ScheduledJob
+from conveyor.cron.leader import Scheduler
+from conveyor.cron.leases import LeaseBackend, LeaseSpecError, open_leases, parse_lease_spec
+from conveyor.cron.ledger import LedgerBusy, RunLedger
+from conveyor.cron.metrics import CronMetrics
+from conveyor.cron.source import CronSource
+
+log = logging.getLogger(__name__)
+
+__all__ = ["CronConfigError", "CronService", "LedgerBusy", "check_cron_config",
+           "lease_name_for", "new_holder"]
+
+
+class CronConfigError(ValueError):
+    """The worker's periodic-task settings cannot work (bad lease spec, FIFO queue)."""
+
+
+def check_cron_config(config: Any) -> None:
+    """Refuse at start what cannot run: a bad CronLease, or tasks on a FIFO worker queue.
+
+    A cron.yaml that is merely invalid does not stop the daemon (it is logged and retried
+    on change, as the last good schedule would be kept)."""
+    try:
+        parse_lease_spec(config.cron_lease)
+    except LeaseSpecError as exc:
+        raise CronConfigError(str(exc)) from None
+    if not config.cron_file or not queue_name_from_url(config.worker_queue_url).endswith(".fifo"):
+        return
+    try:
+        tasks = load_cron_file(Path(config.cron_file))
+    except CronFileError:
+        return
+    if tasks:
+        msg = (f"periodic tasks are not supported on a FIFO worker queue, as in Elastic "
+               f"Beanstalk: {config.cron_file} defines {len(tasks)} tasks and the queue is "
+               f"{config.worker_queue_url}. Use a standard queue, or --cron ''.")
+        raise CronConfigError(msg)
+
+
+def lease_name_for(queue_name: str) -> str:
+    """The lease every daemon of one queue campaigns for."""
+    return f"conveyor-cron:{queue_name}"
+
+
+def new_holder() -> str:
+    """A holder id unique to this process: host, pid and a random suffix."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+class CronService:
+    """Owns the cron.yaml source, the lease backend, the scheduler task and the run ledger."""
+
+    def __init__(self, queue_name: str, *, cron_file: str = "cron.yaml",
+                 lease_spec: str = "server", grace_s: float = 300.0, ttl_s: float = 10.0,
+                 registry: CollectorRegistry | None = None, clock: CronClock | None = None,
+                 run_scheduler: bool = True) -> None:
+        self.queue_name = queue_name
+        self.metrics = CronMetrics(queue_name, registry)
+        self.source = CronSource(Path(cron_file) if cron_file else None,
+                                 on_error=self.metrics.file_error)
+        self.holder = new_holder()
+        self.lease_name = lease_name_for(queue_name)
+        self.scheduler: Scheduler | None = None
+        self._lease_spec = lease_spec
+        self._grace_s = grace_s
+        self._ttl_s = ttl_s
+        self._clock = clock or CronClock.from_env()
+        self._run_scheduler = run_scheduler and bool(cron_file)
+        self._leases: LeaseBackend | None = None
+        self._ledger: RunLedger | None = None
+        self._stopping = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    @classmethod
+    def from_config(cls, config: Any, queue_name: str,
+                    registry: CollectorRegistry | None = None) -> CronService:
+        """Build from a WorkerConfig (its cron_* fields)."""
+        return cls(queue_name, cron_file=config.cron_file, lease_spec=config.cron_lease,
+                   grace_s=config.cron_grace_period, ttl_s=config.cron_lease_ttl,
+                   registry=registry)
+
+    async def start(self, sqs: SQSClient, queue_url: str) -> None:
+        """Open the lease backend and start campaigning (when a cron file is configured)."""
+        self._leases = open_leases(self._lease_spec, sqs)
+        self._ledger = RunLedger(self._leases, self.lease_name, self.holder)
+        if not self._run_scheduler:
+            return
+        self.scheduler = Scheduler(
+            leases=self._leases, sqs=sqs, queue_url=queue_url, queue_name=self.queue_name,
+            lease_name=self.lease_name, holder=self.holder, source=self.source,
+            clock=self._clock, metrics=self.metrics, ttl_s=self._ttl_s, grace_s=self._grace_s,
+            fifo=self.queue_name.endswith(".fifo"))
+        self._task = asyncio.create_task(self.scheduler.run(self._stopping), name="cron")
+
+    async def stop(self) -> None:
+        """Stop scheduling and hand the lease back (the ledger keeps working)."""
+        self._stopping.set()
+        if self._task is not None:
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    async def close(self) -> None:
+        """Stop, then close the lease backend."""
+        await self.stop()
+        if self._leases is not None:
+            await self._leases.close()
+
+    async def admit(self, message: Message) -> bool:
+        """False for a scheduled job whose run another message already carries (delete it
+        unposted); True otherwise. Raises LedgerBusy when the ledger cannot be reached."""
+        job = ScheduledJob.from_message(message)
+        if job is None or self._ledger is None:
+            return True
+        if await self._ledger.admit(job.task, job.scheduled_at, message.message_id):
+            return True
+        self.metrics.duplicate(job.task)
+        log.warning("duplicate scheduled job deleted unposted: queue=%s message=%s task=%s "
+                    "scheduled=%s", self.queue_name, message.message_id, job.task,
+                    job.scheduled_at)
+        return False

@@ -1,0 +1,1 @@
+"""Autoscaling the worker fleet on backlog per instance: policies, actuators, simulator."""

@@ -1,0 +1,1 @@
+"""The autoscaling simulator behind `conveyor scale simulate`."""
