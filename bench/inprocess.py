@@ -1,0 +1,138 @@
+"""The queue server's own CPU per message, without sockets or client processes.
+
+Feeds SigV4-signed requests, shaped as boto3 sends them, straight into the server's HTTP
+protocol object and runs the batched pipeline (SendMessageBatch 10, ReceiveMessage 10,
+DeleteMessageBatch) one request at a time on a fresh SQLite store. This is the cost of
+Conveyor's own code with warm caches; `run.py` measures it under real load. Use it to
+check an optimisation quickly, and with `--profile` to see where the time goes:
+
+    .venv/bin/python bench/inprocess.py --rounds 2000 [--profile]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import pstats
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+import uvloop
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from conveyor.clock import Clock  # noqa: E402 - after the path set-up above
+from conveyor.server.app import App, ServerSettings  # noqa: E402
+from conveyor.server.http import HttpServer, _Connection  # noqa: E402
+from conveyor.service import RequestContext, Service  # noqa: E402
+from conveyor.sqs.limits import STRICT  # noqa: E402
+from conveyor.store.sqlite import SqliteStore  # noqa: E402
+
+HOST = "127.0.0.1:9324"
+QUEUE_URL = f"http://{HOST}/000000000000/bench"
+USER_AGENT = "Boto3/1.44.5 md/Botocore#1.44.5 ua/2.1 os/linux lang/python#3.11.7 Botocore/1.44.5"
+
+
+def signed_request(action: str, payload: dict[str, Any]) -> bytes:
+    """Raw HTTP/1.1 bytes of an SQS JSON call, with boto3's headers and a SigV4 header.
+    The server runs without access keys, so it reads the signature's scope but does not
+    verify it: requests built inside the measured loop reuse one signature, keeping
+    botocore's signing cost out of the figure."""
+    body = orjson.dumps(payload)
+    head = [b"POST / HTTP/1.1", f"Host: {HOST}".encode(),
+            f"X-Amz-Target: AmazonSQS.{action}".encode(), *_SIGNED_HEADERS,
+            f"Content-Length: {len(body)}".encode()]
+    return b"\r\n".join(head) + b"\r\n\r\n" + body
+
+
+def _signed_headers() -> list[bytes]:
+    request = AWSRequest("POST", f"http://{HOST}/", data=b"{}", headers={
+        "Content-Type": "application/x-amz-json-1.0", "x-amzn-query-mode": "true",
+        "User-Agent": USER_AGENT, "amz-sdk-invocation-id": "8f0a0e4c-5a51-4cbb-9b9d-2b4bd1f8",
+        "amz-sdk-request": "attempt=1; max=1", "Accept-Encoding": "identity"})
+    SigV4Auth(Credentials("bench", "bench"), "sqs", "us-east-1").add_auth(request)
+    return [f"{k}: {v}".encode() for k, v in request.headers.items()]
+
+
+_SIGNED_HEADERS = _signed_headers()
+
+
+class _Transport:
+    """Collects what the server writes."""
+
+    def __init__(self) -> None:
+        self.out: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        self.out.append(data)
+
+    def is_closing(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        pass
+
+
+async def measure(rounds: int, profile: bool) -> float:
+    store = SqliteStore(tempfile.mkdtemp(prefix="conveyor-bench-"))
+    service = Service(store, STRICT, Clock())
+    http = HttpServer(App(service, ServerSettings()).handle, STRICT.max_request_bytes)
+    await service.create_queue(RequestContext("us-east-1", "000000000000", f"http://{HOST}"),
+                               {"QueueName": "bench"})
+    connection, transport = _Connection(http), _Transport()
+    connection.connection_made(transport)  # type: ignore[arg-type]
+    send = signed_request("SendMessageBatch", {"QueueUrl": QUEUE_URL, "Entries": [
+        {"Id": str(i), "MessageBody": "x" * 256} for i in range(10)]})
+    receive = signed_request("ReceiveMessage", {"QueueUrl": QUEUE_URL,
+                                                "MaxNumberOfMessages": 10, "WaitTimeSeconds": 1})
+
+    async def answer(raw: bytes) -> bytes:
+        transport.out.clear()
+        connection.data_received(raw)
+        while not transport.out:
+            await asyncio.sleep(0)
+        return transport.out[-1].partition(b"\r\n\r\n")[2]
+
+    async def pipeline(n: int) -> None:
+        for _ in range(n):
+            await answer(send)
+            messages = orjson.loads(await answer(receive))["Messages"]
+            await answer(signed_request("DeleteMessageBatch", {"QueueUrl": QUEUE_URL, "Entries": [
+                {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
+                for i, m in enumerate(messages)]}))
+
+    await pipeline(200)  # warm up
+    profiler = cProfile.Profile() if profile else None
+    started = time.process_time()
+    if profiler:
+        profiler.enable()
+    await pipeline(rounds)
+    if profiler:
+        profiler.disable()
+    cpu_s = time.process_time() - started
+    await store.close()
+    if profiler:
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(30)
+    return rounds * 10 / cpu_s
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=2000, help="pipelines of 10 messages")
+    parser.add_argument("--profile", action="store_true", help="print a cProfile summary")
+    args = parser.parse_args()
+    rate = uvloop.run(measure(args.rounds, args.profile))
+    print(f"{rate:,.0f} messages per CPU-second (in-process, batched pipeline, including "
+          "building the delete requests from each receive)")
+
+
+if __name__ == "__main__":
+    main()
