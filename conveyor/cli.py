@@ -17,9 +17,11 @@ def main() -> None:
     """Conveyor: an SQS-compatible queue server and worker tier.
 
     \b
-    conveyor server    run the queue server (SQLite store in --data-dir)
-    conveyor worker    run the worker daemon that POSTs each message to your app
     conveyor up        server + worker queue + worker daemon in one command
+    conveyor server    run the queue server (SQLite in --data-dir, or PostgreSQL)
+    conveyor worker    run the worker daemon that POSTs each message to your app
+    conveyor cron      periodic tasks from cron.yaml: list, check, run
+    conveyor scale     autoscale the worker fleet: run, status, simulate
     """
 
 

@@ -33,7 +33,7 @@ def _bounds(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple[i
 
 @click.group("scale")
 def scale_group() -> None:
-    """Autoscale the worker fleet on backlog per instance (seed 001).
+    """Autoscale the worker fleet on backlog per instance (visible messages ÷ workers).
 
     \b
     conveyor scale run --queue-url URL --app-url URL --workers 0:8 --latency 10
