@@ -13,7 +13,7 @@ from conveyor.scale.actuator import Actuator
 from conveyor.scale.local import LocalActuator
 from conveyor.scale.policy import BacklogPolicy, BacklogSettings, Policy, parse_bounds
 from conveyor.scale.scaler import Scaler
-from conveyor.scale.status import ScaleStatusServer
+from conveyor.scale.status import scale_status_server
 from conveyor.worker.config import WorkerConfig
 from conveyor.worker.options import OPTIONS
 
@@ -71,7 +71,7 @@ class AutoscaledFleet:
                                  concurrency=self.config.http_connections)
             status = None
             if self.status_port:
-                status = ScaleStatusServer(self.scaler, self.status_host, self.status_port)
+                status = scale_status_server(self.scaler, self.status_host, self.status_port)
                 await status.start()
             try:
                 if self._stop_requested:

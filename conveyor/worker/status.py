@@ -1,26 +1,31 @@
-"""`/health` and Prometheus `/metrics` on the worker's own port."""
+"""`/health`, Prometheus `/metrics` and any JSON views on a long-running part's own port."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from conveyor.worker.metrics import WorkerMetrics
-
 HealthReport = Callable[[], tuple[bool, dict[str, Any]]]
 
 
-class StatusServer:
-    """A tiny aiohttp site: GET /health (200 or 503 with a JSON body) and GET /metrics."""
+class Exposition(Protocol):
+    def exposition(self) -> bytes: ...
 
-    def __init__(self, host: str, port: int, metrics: WorkerMetrics, health: HealthReport) -> None:
+
+class StatusServer:
+    """A tiny aiohttp site: GET /health (200 or 503 with a JSON body), GET /metrics, and
+    GET <path> for each extra JSON view (the scaler adds /status)."""
+
+    def __init__(self, host: str, port: int, metrics: Exposition, health: HealthReport,
+                 views: Mapping[str, Callable[[], dict[str, Any]]] | None = None) -> None:
         self._host = host
         self._port = port
         self._metrics = metrics
         self._health = health
+        self._views = dict(views or {})
         self._runner: web.AppRunner | None = None
 
     async def start(self) -> None:
@@ -28,6 +33,8 @@ class StatusServer:
         app = web.Application()
         app.router.add_get("/health", self._get_health)
         app.router.add_get("/metrics", self._get_metrics)
+        for path, view in self._views.items():
+            app.router.add_get(path, self._json_view(view))
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         await web.TCPSite(self._runner, self._host, self._port).start()
@@ -45,3 +52,9 @@ class StatusServer:
         response = web.Response(body=self._metrics.exposition())
         response.headers["Content-Type"] = CONTENT_TYPE_LATEST
         return response
+
+    @staticmethod
+    def _json_view(view: Callable[[], dict[str, Any]]) -> Callable[..., Any]:
+        async def get(_request: web.Request) -> web.Response:
+            return web.json_response(view())
+        return get

@@ -12,7 +12,7 @@ from conveyor.client import SQSClient
 from conveyor.scale.local import LocalActuator
 from conveyor.scale.policy import BacklogPolicy, BacklogSettings
 from conveyor.scale.scaler import Scaler
-from conveyor.scale.status import ScaleStatusServer
+from conveyor.scale.status import scale_status_server
 from tests.support import free_port
 from tests.worker.conftest import (
     Recorded,
@@ -52,7 +52,7 @@ def test_burst_scales_out_then_back_to_min_nothing_lost_or_repeated(server, sqs,
             async with SQSClient(server.url) as client:
                 scaler = Scaler(policy, client, url, actuator, interval_s=0.3)
                 port = free_port()
-                status = ScaleStatusServer(scaler, "127.0.0.1", port)
+                status = scale_status_server(scaler, "127.0.0.1", port)
                 await status.start()
                 task = asyncio.create_task(scaler.run())
                 try:
