@@ -69,9 +69,7 @@ class App:
         # Request ids: unique per process start, and far cheaper than a uuid4 each.
         self._id_prefix = uuid.uuid4().hex[:20]
         self._ids = itertools.count(1)
-        store = self.service.store
-        if store.shared:
-            store.on_remote_ready = self.waiters.notify  # type: ignore[attr-defined]
+        self.service.store.on_remote_ready = self.waiters.notify
 
     def _request_id(self) -> str:
         n = next(self._ids)

@@ -7,6 +7,7 @@ and the service share one clock.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -134,6 +135,8 @@ class Store(Protocol):
 
     shared: bool  # True when several server nodes use the same store
     clock_skew_ms: int  # the store's clock minus ours; the service keeps the store's time
+    # Set by the server: another node made (queue id, count) messages receivable.
+    on_remote_ready: Callable[[int, int], None]
 
     async def close(self) -> None: ...
     async def announce(self, queue_id: int, count: int) -> None:

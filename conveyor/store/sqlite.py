@@ -17,7 +17,7 @@ import random
 import sqlite3
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import IO
@@ -137,6 +137,7 @@ class SqliteStore:
 
     shared = False  # one process owns the file: caches never go stale
     clock_skew_ms = 0
+    on_remote_ready: Callable[[int, int], None] = staticmethod(lambda queue_id, count: None)
 
     def __init__(self, data_dir: str | os.PathLike[str]) -> None:
         self.path = Path(data_dir)
