@@ -70,6 +70,9 @@ def scale_group() -> None:
               show_default=True)
 @click.option("--deployment", help="Deployment to scale (kubernetes actuator).")
 @click.option("--namespace", help="Its namespace (default: the pod's own).")
+@click.option("--worker-status-port", type=int,
+              help="The worker pods' --status-port: read each pod's /health so busy pods "
+              "are protected on scale-in (kubernetes actuator).")
 @click.option("--log-dir", type=click.Path(file_okay=False, path_type=Path),
               default=Path("conveyor-data/workers"), show_default=True)
 @click.option("--status-port", type=int, default=9330, show_default=True,

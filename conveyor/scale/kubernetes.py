@@ -4,15 +4,24 @@ subresource, with the pod's service-account credentials (in-cluster config).
     GET   /apis/apps/v1/namespaces/{ns}/deployments/{name}         status.readyReplicas
     PATCH /apis/apps/v1/namespaces/{ns}/deployments/{name}/scale   {"spec": {"replicas": n}}
 
-The service account needs `get` on deployments and `get, patch` on deployments/scale
-(see conveyor/scale/README.md for the Role). Which pod goes on scale-in is the
-ReplicaSet's choice: give the pods `terminationGracePeriodSeconds` above the worker's
-DrainTimeout so a stopped pod finishes or releases its messages (the daemon drains on
-SIGTERM) and nothing waits out a visibility timeout.
+With the workers' status port known (`--worker-status-port`), it also reads each ready
+pod's /health, so busy pods (holding a message) are protected on scale-in: the fleet never
+shrinks below the busy pods, and before it shrinks every running pod gets the
+`controller.kubernetes.io/pod-deletion-cost` annotation (busy high, idle low) so the
+ReplicaSet removes idle pods first:
+
+    GET   /api/v1/namespaces/{ns}/pods?labelSelector=...                 the Deployment's pods
+    PATCH /api/v1/namespaces/{ns}/pods/{pod}                             the annotation
+
+The service account needs `get` on deployments, `get, patch` on deployments/scale and,
+for protection, `list, patch` on pods (see conveyor/scale/README.md for the Role). Give
+the pods `terminationGracePeriodSeconds` above the worker's DrainTimeout so a stopped pod
+finishes or releases its messages (the daemon drains on SIGTERM).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
@@ -25,11 +34,14 @@ from typing import Any
 import aiohttp
 
 from conveyor.scale.actuator import ScaleResult
+from conveyor.scale.observe import worker_health
 from conveyor.scale.protection import WorkerView
 
 log = logging.getLogger(__name__)
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
+BUSY_COST, IDLE_COST = 1000, 0
 
 
 class KubernetesError(RuntimeError):
@@ -98,6 +110,20 @@ class KubeClient:
                                 json={"spec": {"replicas": replicas}},
                                 headers={"Content-Type": "application/merge-patch+json"})
 
+    async def list_pods(self, match_labels: Mapping[str, str]) -> list[dict[str, Any]]:
+        """The pods a Deployment's selector matches."""
+        selector = ",".join(f"{k}={v}" for k, v in sorted(match_labels.items()))
+        url = f"{self.config.server}/api/v1/namespaces/{self.config.namespace}/pods"
+        found = await self._call("GET", url, params={"labelSelector": selector})
+        return list(found.get("items", []))
+
+    async def set_deletion_cost(self, pod: str, cost: int) -> None:
+        """Annotate a pod: the ReplicaSet removes lower-cost pods first on scale-in."""
+        url = f"{self.config.server}/api/v1/namespaces/{self.config.namespace}/pods/{pod}"
+        patch = {"metadata": {"annotations": {DELETION_COST: str(cost)}}}
+        await self._call("PATCH", url, json=patch,
+                         headers={"Content-Type": "application/merge-patch+json"})
+
     async def _call(self, method: str, url: str, **kwargs: Any) -> dict[str, Any]:
         with _translate(method, url):
             async with self._http().request(method, url, timeout=aiohttp.ClientTimeout(
@@ -128,33 +154,88 @@ def _translate(method: str, url: str) -> Iterator[None]:
 class KubernetesActuator:
     """Scales one Deployment; its replicas are the fleet."""
 
-    def __init__(self, client: KubeClient, deployment: str) -> None:
+    def __init__(self, client: KubeClient, deployment: str,
+                 worker_status_port: int | None = None) -> None:
         self.client = client
         self.deployment = deployment
+        self.worker_status_port = worker_status_port
         self._replicas = 0
+        self._costs: dict[str, int] = {}  # deletion cost last written per pod
+        self._session: aiohttp.ClientSession | None = None
 
     async def refresh(self) -> list[WorkerView]:
-        """Ready replicas count as in service, the rest of spec.replicas as starting.
-        (Per-pod busy state is not read: the ReplicaSet picks the pod on scale-in.)"""
+        """One view per pod when the workers' status port is known (ready and answering
+        /health: running, busy if it holds a message); otherwise ready replicas count as
+        running and the rest as starting."""
         found = await self.client.get_deployment(self.deployment)
         self._replicas = int(found.get("spec", {}).get("replicas", 0))
-        ready = min(self._replicas, int(found.get("status", {}).get("readyReplicas") or 0))
-        return ([WorkerView(f"{self.deployment}-{i}", "running") for i in range(ready)]
-                + [WorkerView(f"{self.deployment}-{i}", "starting")
-                   for i in range(ready, self._replicas)])
+        if self.worker_status_port is None:
+            ready = min(self._replicas, int(found.get("status", {}).get("readyReplicas") or 0))
+            return ([WorkerView(f"{self.deployment}-{i}", "running") for i in range(ready)]
+                    + [WorkerView(f"{self.deployment}-{i}", "starting")
+                       for i in range(ready, self._replicas)])
+        labels = found.get("spec", {}).get("selector", {}).get("matchLabels", {})
+        pods = [p for p in await self.client.list_pods(labels)
+                if not p.get("metadata", {}).get("deletionTimestamp")]
+        if self._session is None:
+            self._session = aiohttp.ClientSession()
+        reports = await asyncio.gather(*(self._health(p) for p in pods))
+        return [_pod_view(pod, report) for pod, report in zip(pods, reports, strict=True)]
+
+    async def _health(self, pod: dict[str, Any]) -> dict[str, Any] | None:
+        ip = pod.get("status", {}).get("podIP")
+        if not ip or not _ready(pod) or self._session is None:
+            return None
+        host = f"[{ip}]" if ":" in ip else ip
+        return await worker_health(self._session, f"http://{host}:{self.worker_status_port}")
 
     async def scale_to(self, desired: int, views: Sequence[WorkerView]) -> ScaleResult:
-        """PATCH spec.replicas when it differs from `desired`."""
-        if desired == self._replicas:
-            return ScaleResult()
-        await self.client.set_replicas(self.deployment, desired)
-        log.info("deployment scaled: deployment=%s namespace=%s replicas=%d->%d",
-                 self.deployment, self.client.config.namespace, self._replicas, desired)
-        before, self._replicas = self._replicas, desired
-        if desired > before:
-            return ScaleResult(started=desired - before)
-        return ScaleResult(stopped=before - desired)
+        """PATCH spec.replicas toward `desired`; on scale-in never below the busy pods, and
+        mark busy pods costly to delete first."""
+        busy = [v for v in views if v.in_service and v.busy]
+        allowed = max(desired, len(busy)) if desired < self._replicas else desired
+        if allowed == self._replicas:
+            return ScaleResult(protected=allowed - desired)
+        if allowed < self._replicas and self.worker_status_port is not None:
+            await self._mark(views)
+        await self.client.set_replicas(self.deployment, allowed)
+        log.info("deployment scaled: deployment=%s namespace=%s replicas=%d->%d protected=%d",
+                 self.deployment, self.client.config.namespace, self._replicas, allowed,
+                 allowed - desired)
+        before, self._replicas = self._replicas, allowed
+        if allowed > before:
+            return ScaleResult(started=allowed - before)
+        return ScaleResult(stopped=before - allowed, protected=allowed - desired)
+
+    async def _mark(self, views: Sequence[WorkerView]) -> None:
+        for view in views:
+            if not view.in_service:
+                continue  # not-ready pods go first anyway
+            cost = BUSY_COST if view.busy else IDLE_COST
+            if self._costs.get(view.worker_id) != cost:
+                await self.client.set_deletion_cost(view.worker_id, cost)
+                self._costs[view.worker_id] = cost
 
     async def close(self) -> None:
-        """Close the client; the Deployment keeps its size."""
+        """Close the clients; the Deployment keeps its size."""
         await self.client.close()
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+
+def _ready(pod: dict[str, Any]) -> bool:
+    conditions = pod.get("status", {}).get("conditions", [])
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def _pod_view(pod: dict[str, Any], report: dict[str, Any] | None) -> WorkerView:
+    name = pod.get("metadata", {}).get("name", "?")
+    if report is None or report.get("status") != "ok":
+        state = "stopping" if report and report.get("status") in ("draining", "stopped") \
+            else "starting"
+        return WorkerView(name, state)
+    return WorkerView(name, "running", busy=int(report.get("holding", 0)) > 0,
+                      in_flight=int(report.get("in_flight", 0)),
+                      processing_avg_s=report.get("processing_avg_s"),
+                      processed=int(report.get("processed", 0)))

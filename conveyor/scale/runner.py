@@ -21,7 +21,8 @@ async def run_scaler(policy: Policy, queue_url: str, app_url: str,
     actuator: Actuator
     if options["actuator"] == "kubernetes":
         kube = KubeConfig.in_cluster(namespace=options["namespace"])
-        actuator = KubernetesActuator(KubeClient(kube), options["deployment"])
+        actuator = KubernetesActuator(KubeClient(kube), options["deployment"],
+                                      options.get("worker_status_port"))
     else:
         args = ["--worker-queue-url", queue_url, "--app-url", app_url, "--no-create-queue",
                 "--http-connections", str(options["concurrency"]), *worker_args]

@@ -14,6 +14,7 @@ from conveyor.scale.kubernetes import (
     KubernetesActuator,
     KubernetesError,
 )
+from conveyor.scale.local import free_port
 
 TOKEN = "sa-token-123"
 
@@ -33,6 +34,7 @@ class FakeApi:
         base = "/apis/apps/v1/namespaces/{ns}/deployments/{name}"
         app.router.add_get(base, self.get)
         app.router.add_patch(base + "/scale", self.patch)
+        self.routes(app)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -47,6 +49,9 @@ class FakeApi:
         if request.match_info["ns"] != "jobs" or request.match_info["name"] != "worker":
             return web.json_response({"kind": "Status", "message": "not found"}, status=404)
         return None
+
+    def routes(self, app: web.Application) -> None:
+        """More routes, for subclasses."""
 
     async def get(self, request: web.Request) -> web.Response:
         refused = self._check(request)
@@ -121,5 +126,83 @@ def test_refusals_become_kubernetes_errors():
         with pytest.raises(KubernetesError, match="GET"):
             await gone.refresh()
         await gone.close()
+
+    asyncio.run(scenario())
+
+
+class FakeApiWithPods(FakeApi):
+    """Also lists the Deployment's pods and takes their deletion-cost annotation."""
+
+    def __init__(self, pods: dict[str, str]) -> None:
+        super().__init__()
+        self.pods = pods  # name -> pod IP (distinct loopback addresses)
+        self.replicas = self.ready = len(pods)
+        self.costs: dict[str, str] = {}
+        self.selectors: list[str] = []
+
+    def routes(self, app: web.Application) -> None:
+        app.router.add_get("/api/v1/namespaces/{ns}/pods", self.list_pods)
+        app.router.add_patch("/api/v1/namespaces/{ns}/pods/{pod}", self.patch_pod)
+
+    async def get(self, request: web.Request) -> web.Response:
+        refused = self._check(request)
+        return refused or web.json_response({
+            "spec": {"replicas": self.replicas, "selector": {"matchLabels": {"app": "worker"}}},
+            "status": {"replicas": self.replicas, "readyReplicas": self.ready}})
+
+    async def list_pods(self, request: web.Request) -> web.Response:
+        self.selectors.append(request.query["labelSelector"])
+        return web.json_response({"items": [
+            {"metadata": {"name": name},
+             "status": {"podIP": ip, "conditions": [{"type": "Ready", "status": "True"}]}}
+            for name, ip in self.pods.items()]})
+
+    async def patch_pod(self, request: web.Request) -> web.Response:
+        annotations = (await request.json())["metadata"]["annotations"]
+        self.costs[request.match_info["pod"]] = annotations[
+            "controller.kubernetes.io/pod-deletion-cost"]
+        return web.json_response({})
+
+
+async def _fake_worker(ip: str, port: int, holding: int) -> web.AppRunner:
+    """A worker pod's status port: /health as the daemon reports it."""
+    async def health(_request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok", "holding": holding, "processed": 3,
+                                  "processing_avg_s": 0.5})
+    app = web.Application()
+    app.router.add_get("/health", health)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, ip, port).start()
+    return runner
+
+
+def test_busy_pods_are_protected_on_scale_in():
+    """Three pods, two busy: asked for one, the Deployment shrinks only to two, and the
+    idle pod is the one marked cheap to delete."""
+    async def scenario() -> None:
+        pods = {"pod-a": "127.0.0.2", "pod-b": "127.0.0.3", "pod-idle": "127.0.0.4"}
+        holding = {"pod-a": 1, "pod-b": 2, "pod-idle": 0}
+        port = free_port("127.0.0.2")
+        workers = [await _fake_worker(ip, port, holding[name]) for name, ip in pods.items()]
+        api = await FakeApiWithPods(pods).start()
+        actuator = KubernetesActuator(KubeClient(KubeConfig(api.url, TOKEN, "jobs")), "worker",
+                                      worker_status_port=port)
+        try:
+            views = await actuator.refresh()
+            assert api.selectors == ["app=worker"]
+            assert {v.worker_id: (v.state, v.busy) for v in views} == {
+                "pod-a": ("running", True), "pod-b": ("running", True),
+                "pod-idle": ("running", False)}
+            result = await actuator.scale_to(1, views)
+            assert api.replicas == 2 and (result.stopped, result.protected) == (1, 1)
+            assert api.costs == {"pod-a": "1000", "pod-b": "1000", "pod-idle": "0"}
+            assert (await actuator.scale_to(1, views)).protected == 1  # stays at the floor
+            assert api.replicas == 2
+        finally:
+            await actuator.close()
+            await api.stop()
+            for runner in workers:
+                await runner.cleanup()
 
     asyncio.run(scenario())
