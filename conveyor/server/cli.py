@@ -55,6 +55,8 @@ QUEUE_CACHE_SHARED_S = 1.0  # with several nodes, another node's queue change sh
               help="Listen on a non-loopback address without access keys.")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]),
               envvar="CONVEYOR_LOG_LEVEL", help="[default: info]")
+@click.option("--dev-clock-skew", type=float, hidden=True,
+              help="Tests only: pretend this machine's clock is SECONDS off.")
 @click.option("--dev-clock", is_flag=True, hidden=True,
               help="Tests only: POST /_conveyor/clock?advance=SECONDS moves server time.")
 def server_command(config_path: Path | None, **options: Any) -> None:
@@ -113,8 +115,8 @@ def run(settings: dict[str, Any]) -> None:
 
 async def serve(settings: dict[str, Any]) -> None:
     """Open the store, declare queues, listen until SIGTERM / SIGINT, then drain."""
-    store = await open_store(settings)
-    clock = Clock()
+    clock = Clock(settings.get("dev_clock_skew") or 0.0)
+    store = await open_store(settings, clock)
     clock.skew_ms = store.clock_skew_ms
     service = Service(store, MODES[settings["mode"]], clock, settings["account_id"],
                       queue_cache_s=QUEUE_CACHE_SHARED_S if store.shared else float("inf"))
@@ -147,7 +149,7 @@ async def serve(settings: dict[str, Any]) -> None:
         await store.close()
 
 
-async def open_store(settings: dict[str, Any]) -> Store:
+async def open_store(settings: dict[str, Any], clock: Clock) -> Store:
     """`--store sqlite` (the default, in --data-dir) or `--store postgresql://...`."""
     target = settings["store"]
     if target == "sqlite":
@@ -155,7 +157,7 @@ async def open_store(settings: dict[str, Any]) -> Store:
     if target.startswith(("postgresql://", "postgres://")):
         from conveyor.store.postgres import PostgresStore
 
-        return await PostgresStore(target, settings["pool_size"]).open()
+        return await PostgresStore(target, settings["pool_size"], clock.local_ms).open()
     raise ConfigError(f"--store {target!r}: expected sqlite or a postgresql:// URL")
 
 

@@ -138,12 +138,14 @@ class PostgresStore:
 
     shared = True  # several nodes share this store: caches must expire, sends announce
 
-    def __init__(self, dsn: str, pool_size: int = 10) -> None:
+    def __init__(self, dsn: str, pool_size: int = 10,
+                 local_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000) -> None:
         self.dsn, self.schema = _split_schema(dsn)
         # NOTIFY channels are database-wide: one per schema, so that nodes of other
         # Conveyor installations in the same database do not wake our long polls.
         self.channel = f"{NOTIFY_CHANNEL}.{self.schema}"[:63] if self.schema else NOTIFY_CHANNEL
         self.pool_size = pool_size
+        self.local_ms = local_ms  # the node's clock, whose distance to the database's we keep
         self.node_id = os.urandom(4).hex()
         self.clock_skew_ms = 0
         self.on_remote_ready: Callable[[int, int], None] = lambda queue_id, count: None
@@ -199,9 +201,9 @@ class PostgresStore:
     async def _measure_skew(self) -> None:
         """Offset of the database clock from ours, so every node keeps the database's time."""
         async with self._conn() as db:
-            before = time.time_ns() // 1_000_000
+            before = self.local_ms()
             db_now = await db.fetchval(_DB_NOW_MS)
-            after = time.time_ns() // 1_000_000
+            after = self.local_ms()
         self.clock_skew_ms = db_now - (before + after) // 2
 
     async def _refresh_skew(self) -> None:

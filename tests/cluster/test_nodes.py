@@ -62,3 +62,29 @@ def test_queues_and_leases_are_shared(pair: tuple[ServerProcess, ServerProcess])
 
     assert acquire(a, "leader-a") == 200
     assert acquire(b, "leader-b") == 400  # held through node a
+
+
+def test_nodes_with_skewed_clocks_agree_on_delays_and_visibility(tmp_path: Path) -> None:
+    """Node b's machine clock runs an hour fast: delays and visibility still follow the
+    database's clock, so a 2 s delay set through b lasts about 2 s on a."""
+    require_postgres()
+    store = isolated(["--store", POSTGRES_URL])
+    a = ServerProcess(tmp_path / "a", *store, "--mode", "relaxed").start()
+    b = ServerProcess(tmp_path / "b", *store, "--mode", "relaxed",
+                      "--dev-clock-skew", "3600").start()
+    try:
+        url = sqs_client(a.url).create_queue(QueueName="skew")["QueueUrl"]
+        sqs_client(b.url).send_message(QueueUrl=url, MessageBody="late", DelaySeconds=2)
+        attributes = sqs_client(a.url).get_queue_attributes(
+            QueueUrl=url, AttributeNames=["ApproximateNumberOfMessagesDelayed"])["Attributes"]
+        assert attributes["ApproximateNumberOfMessagesDelayed"] == "1"
+        got = sqs_client(a.url).receive_message(QueueUrl=url, WaitTimeSeconds=10,
+                                                VisibilityTimeout=1)
+        assert got["Messages"][0]["Body"] == "late"  # an hour's skew would have kept it
+        sent = int(sqs_client(a.url).receive_message(
+            QueueUrl=url, WaitTimeSeconds=10, AttributeNames=["SentTimestamp"]
+        )["Messages"][0]["Attributes"]["SentTimestamp"])
+        assert abs(sent / 1000 - time.time()) < 60  # stamped in database time, not b's
+    finally:
+        a.stop()
+        b.stop()
