@@ -1,27 +1,34 @@
-# Two entry points: `make run` and `make test`. Both set up .venv on first use.
+# Two entry points: `make run` and `make test`. Both set up .venv on first use
+# (run: the runtime dependencies; test: those plus the test tools).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run server test lint bench clean
+.PHONY: run server test bench clean
 
-$(BIN)/conveyor: pyproject.toml
+$(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
+
+$(VENV)/.run-deps: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e .
+	touch $@
+
+$(VENV)/.test-deps: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	touch $@
 
-run: $(BIN)/conveyor
+run: $(VENV)/.run-deps
 	$(BIN)/conveyor up --demo
 
-server: $(BIN)/conveyor
+server: $(VENV)/.run-deps
 	$(BIN)/conveyor server
 
-test: $(BIN)/conveyor
+test: $(VENV)/.test-deps
 	$(BIN)/ruff check conveyor tests bench
 	$(BIN)/python -m pytest -q
 
-bench: $(BIN)/conveyor
+bench: $(VENV)/.test-deps
 	$(BIN)/python -m pip install -q -e '.[dev,bench]'
 	$(BIN)/python bench/run.py
 
