@@ -234,6 +234,13 @@ class MessageActions(ServiceBase):
         redrive = await self._redrive_for(ctx, queue)
         stored = await self.store.receive(queue, plan.max_messages, plan.visibility_ms, now_ms,
                                           redrive)
+        if redrive and redrive.moved:
+            dlq = await self.store.get_queue_by_id(redrive.dead_letter_queue_id)
+            for message_id in redrive.moved:
+                self.log.info("dead-lettered %s from %s to %s after %d receives", message_id,
+                              queue.name, dlq.name if dlq else "?", redrive.max_receive_count)
+            if dlq is not None:
+                self.on_ready(dlq, len(redrive.moved))
         messages = [self._message_out(ctx, queue, m, plan) for m in stored]
         for m in stored:
             self.log.debug("received %s from %s (count %d)", m.message_id, queue.name,

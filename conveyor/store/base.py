@@ -78,13 +78,15 @@ class StoredMessage:
     dlq_source_arn: str | None
 
 
-@dataclass(frozen=True)
+@dataclass
 class Redrive:
-    """Where a message goes once it has been received `max_receive_count` times."""
+    """Where a message goes once it has been received `max_receive_count` times. The store
+    appends the id of each message it moves to `moved`, for the log."""
 
     max_receive_count: int
     dead_letter_queue_id: int
     source_arn: str
+    moved: list[str] = field(default_factory=list)
 
 
 @dataclass

@@ -344,13 +344,15 @@ class PostgresStore:
             if queue.fifo:
                 await db.execute("SELECT pg_advisory_xact_lock($1)", queue.id)
             if redrive is not None:
-                await db.execute(
+                moved = await db.fetch(
                     "UPDATE conveyor_messages SET queue_id=$1, visible_at=$2, receive_count=0,"
                     " first_receive_ms=NULL, receipt=NULL, dlq_source_arn=$3 WHERE seq IN ("
                     " SELECT seq FROM conveyor_messages WHERE queue_id=$4 AND visible_at<=$2"
-                    " AND receive_count>=$5 AND sent_ms>$6 FOR UPDATE SKIP LOCKED)",
+                    " AND receive_count>=$5 AND sent_ms>$6 FOR UPDATE SKIP LOCKED)"
+                    " RETURNING message_id",
                     redrive.dead_letter_queue_id, now_ms, redrive.source_arn, queue.id,
                     redrive.max_receive_count, cutoff)
+                redrive.moved += [r["message_id"] for r in moved]
             if queue.fifo:
                 candidates = await self._fifo_candidates(db, queue.id, max_messages, now_ms,
                                                          cutoff)

@@ -361,6 +361,7 @@ class SqliteStore:
                         "UPDATE messages SET queue_id=?, visible_at=?, receive_count=0,"
                         " first_receive_ms=NULL, receipt=NULL, dlq_source_arn=? WHERE seq=?",
                         (redrive.dead_letter_queue_id, now_ms, redrive.source_arn, message.seq))
+                    redrive.moved.append(message.message_id)
                 else:
                     message.receive_count += 1
                     message.first_receive_ms = message.first_receive_ms or now_ms
