@@ -57,6 +57,3 @@ class Waiters:
     def notify_all(self) -> None:
         for queue_id in list(self._parked):
             self.notify(queue_id, len(self._parked.get(queue_id, ())))
-
-    def parked(self) -> int:
-        return sum(len(p) for p in self._parked.values())

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import base64
 import logging
 import time
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
+import orjson
+
 from conveyor.clock import Clock
 from conveyor.service.context import RequestContext
-from conveyor.sqs.errors import QueueDoesNotExist
+from conveyor.sqs.errors import InvalidParameterValue, QueueDoesNotExist
 from conveyor.sqs.limits import Limits
 from conveyor.store.base import QueueRecord, Store
 
@@ -59,6 +62,23 @@ class ServiceBase:
         self._queues[key] = (queue, time.monotonic())
         return queue
 
+    def paginate(self, names: list[str], req: dict[str, Any], key: str,
+                 to_url: Callable[[str], str]) -> dict[str, Any]:
+        """SQS pagination: NextToken only when MaxResults was given and more remain."""
+        max_results = req.get("MaxResults")
+        start = 0
+        if req.get("NextToken"):
+            start = _decode_token(req["NextToken"])
+        page_size = max_results or self.limits.max_list_queues
+        page = names[start:start + page_size]
+        result: dict[str, Any] = {}
+        if page:
+            result[key] = [to_url(n) for n in page]
+        if max_results and start + page_size < len(names):
+            result["NextToken"] = base64.urlsafe_b64encode(
+                orjson.dumps({"offset": start + page_size})).decode()
+        return result
+
     def forget(self, queue: QueueRecord) -> None:
         self._queues.pop((queue.region, queue.name), None)
 
@@ -76,3 +96,13 @@ def queue_name_from(url_or_name: str, account_id: str) -> str | None:
     if len(parts) != 2 or parts[0] != account_id:
         return None
     return parts[1]
+
+
+def _decode_token(token: str) -> int:
+    try:
+        offset = orjson.loads(base64.urlsafe_b64decode(token.encode()))["offset"]
+    except (ValueError, KeyError, TypeError):
+        raise InvalidParameterValue("Invalid NextToken value.") from None
+    if not isinstance(offset, int) or offset < 0:
+        raise InvalidParameterValue("Invalid NextToken value.")
+    return offset

@@ -25,7 +25,7 @@ from conveyor.sqs.errors import (
     SqsError,
     invalid_value,
 )
-from conveyor.sqs.md5 import md5_of_attributes
+from conveyor.sqs.md5 import md5_of_attributes, md5_of_body
 from conveyor.store.base import (
     NOT_IN_FLIGHT,
     OK,
@@ -123,10 +123,11 @@ class MessageActions(ServiceBase):
         return NewMessage(
             message_id=new_message_id(),
             body=body,
-            md5_body=hashlib.md5(data).hexdigest(),
+            md5_body=md5_of_body(data),
             attributes=_encode_attributes(user_attributes) if user_attributes else None,
             md5_attributes=md5_of_attributes(user_attributes) if user_attributes else None,
             system=_encode_attributes(system_attributes) if system_attributes else None,
+            md5_system=md5_of_attributes(system_attributes) if system_attributes else None,
             sent_ms=now_ms,
             sender_id=ctx.sender_id or ctx.account_id,
             visible_at_ms=now_ms + delay_s * 1000,
@@ -151,7 +152,7 @@ class MessageActions(ServiceBase):
         group_id = req.get("MessageGroupId")
         dedup_id = req.get("MessageDeduplicationId")
         if group_id is not None:
-            validate.token(group_id, "MessageGroupId", self.limits)
+            validate.token(group_id, "MessageGroupId", self.limits.max_group_id_chars)
         if not queue.fifo:
             if dedup_id is not None:
                 raise invalid_value(dedup_id, "MessageDeduplicationId", "The request include "
@@ -165,7 +166,7 @@ class MessageActions(ServiceBase):
                     "The queue should either have ContentBasedDeduplication enabled or "
                     "MessageDeduplicationId provided explicitly")
             dedup_id = hashlib.sha256(body.encode()).hexdigest()
-        validate.token(dedup_id, "MessageDeduplicationId", self.limits)
+        validate.token(dedup_id, "MessageDeduplicationId", self.limits.max_dedup_id_chars)
         if queue.attributes.get("DeduplicationScope") == "messageGroup":
             return group_id, f"{group_id}{DEDUP_SCOPE_SEP}{dedup_id}"
         return group_id, dedup_id
@@ -175,9 +176,8 @@ class MessageActions(ServiceBase):
         entry = {"MessageId": message_id, "MD5OfMessageBody": message.md5_body}
         if message.md5_attributes:
             entry["MD5OfMessageAttributes"] = message.md5_attributes
-        if message.system:
-            entry["MD5OfMessageSystemAttributes"] = md5_of_attributes(
-                _decode_attributes(message.system))
+        if message.md5_system:
+            entry["MD5OfMessageSystemAttributes"] = message.md5_system
         if queue.fifo:
             entry["SequenceNumber"] = _sequence_number(seq)
         return entry
@@ -219,7 +219,8 @@ class MessageActions(ServiceBase):
         system_names = validate.requested_names(names, SYSTEM_ATTRIBUTE_NAMES, "Attribute")
         attempt_id = req.get("ReceiveRequestAttemptId")
         if attempt_id is not None:
-            validate.token(attempt_id, "ReceiveRequestAttemptId", self.limits)
+            validate.token(attempt_id, "ReceiveRequestAttemptId",
+                           self.limits.max_dedup_id_chars)
         return ReceivePlan(queue, max_messages, visibility_s * 1000, wait_s, system_names,
                            req.get("MessageAttributeNames", []), attempt_id if queue.fifo else None)
 

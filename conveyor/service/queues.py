@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 from typing import Any
 
 import orjson
@@ -70,22 +69,6 @@ class QueueActions(ServiceBase):
                                 f"MaxResults must be between 1 and {self.limits.max_list_queues}.")
         names = [q.name for q in await self.store.list_queues(ctx.region, prefix)]
         return self.paginate(names, req, "QueueUrls", ctx.queue_url)
-
-    def paginate(self, names: list[str], req: Request, key: str, to_url: Any) -> dict[str, Any]:
-        """SQS pagination: NextToken only when MaxResults was given and more remain."""
-        max_results = req.get("MaxResults")
-        start = 0
-        if req.get("NextToken"):
-            start = _decode_token(req["NextToken"])
-        page_size = max_results or self.limits.max_list_queues
-        page = names[start:start + page_size]
-        result: dict[str, Any] = {}
-        if page:
-            result[key] = [to_url(n) for n in page]
-        if max_results and start + page_size < len(names):
-            result["NextToken"] = base64.urlsafe_b64encode(
-                orjson.dumps({"offset": start + page_size})).decode()
-        return result
 
     async def delete_queue(self, ctx: RequestContext, req: Request) -> dict[str, Any]:
         queue = await self.queue(ctx, req["QueueUrl"])
@@ -234,13 +217,3 @@ def _policy(queue: QueueRecord, ctx: RequestContext) -> dict[str, Any]:
         return policy
     return {"Version": "2012-10-17",
             "Id": f"{ctx.queue_arn(queue.name, queue.region)}/SQSDefaultPolicy", "Statement": []}
-
-
-def _decode_token(token: str) -> int:
-    try:
-        offset = orjson.loads(base64.urlsafe_b64decode(token.encode()))["offset"]
-    except (ValueError, KeyError, TypeError):
-        raise InvalidParameterValue("Invalid NextToken value.") from None
-    if not isinstance(offset, int) or offset < 0:
-        raise InvalidParameterValue("Invalid NextToken value.")
-    return offset

@@ -71,7 +71,7 @@ class RedriveActions(ServiceBase):
         arn = ctx.queue_arn(dlq.name, dlq.region)
         sources = [q.name for q in await self.store.list_queues(ctx.region, "")
                    if _dead_letter_arn(q) == arn]
-        return self.paginate(sources, req, "queueUrls", ctx.queue_url)  # type: ignore[attr-defined]
+        return self.paginate(sources, req, "queueUrls", ctx.queue_url)
 
     # --- move tasks -------------------------------------------------------------------
 

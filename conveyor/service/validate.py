@@ -146,11 +146,11 @@ def _is_sqs_number(text: str) -> bool:
     return digits <= 38 and Decimal("-1e128") <= number <= Decimal("1e126")
 
 
-def token(value: str, name: str, limits: Limits) -> None:
-    """MessageGroupId / MessageDeduplicationId."""
-    if not value or len(value) > limits.max_group_id_chars or not _TOKEN.fullmatch(value):
+def token(value: str, name: str, max_chars: int) -> None:
+    """MessageGroupId / MessageDeduplicationId / ReceiveRequestAttemptId."""
+    if not value or len(value) > max_chars or not _TOKEN.fullmatch(value):
         raise invalid_value(value, name, f"{name} can only include alphanumeric and "
-                            f"punctuation characters. 1 to {limits.max_group_id_chars} in length.")
+                            f"punctuation characters. 1 to {max_chars} in length.")
 
 
 def batch_entries(entries: Sequence[Mapping[str, Any]], entry_name: str, limits: Limits) -> None:

@@ -163,12 +163,6 @@ class RequestTooLarge(SqsError):
     default_message = "Request body is larger than the server accepts."
 
 
-class NotFound(SqsError):
-    code = "NotFound"
-    status = 404
-    default_message = "Not found."
-
-
 class InternalError(SqsError):
     code = "InternalFailure"
     query_code = "InternalError"

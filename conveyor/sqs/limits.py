@@ -21,7 +21,7 @@ class Limits:
     max_queue_name_chars: int = 80
     max_batch_id_chars: int = 80
     max_group_id_chars: int = 128
-    max_dedup_id_chars: int = 128
+    max_dedup_id_chars: int = 128  # also ReceiveRequestAttemptId
     max_tags: int = 50
     max_tag_key_chars: int = 128
     max_tag_value_chars: int = 256

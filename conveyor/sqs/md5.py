@@ -10,8 +10,9 @@ from typing import Any
 _STRING, _BINARY = 1, 2
 
 
-def md5_of_body(body: str) -> str:
-    return hashlib.md5(body.encode("utf-8")).hexdigest()
+def md5_of_body(body: bytes) -> str:
+    """MD5OfMessageBody, of the body's UTF-8 bytes (the caller has them already)."""
+    return hashlib.md5(body).hexdigest()
 
 
 def md5_of_attributes(attributes: Mapping[str, Mapping[str, Any]]) -> str:

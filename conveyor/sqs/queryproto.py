@@ -61,11 +61,7 @@ def encode_error(error: SqsError, request_id: str) -> tuple[int, list[tuple[byte
 def _struct(shape: Shape, value: dict[str, Any], parts: list[str]) -> None:
     for name, member in shape.members.items():
         if name in value and value[name] is not None:
-            _member(query_name(name, member), member, value[name], parts)
-
-
-def query_name(name: str, member: Shape) -> str:
-    return shapes.query_name(name, member) if member.type_name in ("list", "map") else name
+            _member(shapes.query_name(name, member), member, value[name], parts)
 
 
 def _member(tag: str, shape: Shape, value: Any, parts: list[str]) -> None:

@@ -59,7 +59,8 @@ def output_shape(action: str) -> StructureShape | None:
 
 
 def query_name(member: str, shape: Shape) -> str:
-    """The element / parameter name a member has in the Query protocol."""
+    """The element / parameter name a member has in the Query protocol (only lists and
+    maps are renamed; _QUERY_NAMES holds no scalar member)."""
     if isinstance(shape, ListShape) and isinstance(shape.member, StructureShape):
         return shape.member.name  # e.g. SendMessageBatchRequestEntry, Message
     return _QUERY_NAMES.get(member, member)
@@ -199,7 +200,7 @@ def _query_struct(shape: StructureShape, tree: Any, path: str) -> dict[str, Any]
         raise _wrong_type(path.rstrip("."), "structure")
     out: dict[str, Any] = {}
     for name, member in shape.members.items():
-        wire = query_name(name, member) if member.type_name in ("list", "map") else name
+        wire = query_name(name, member)
         if wire in tree:
             out[name] = _query_value(member, tree[wire], f"{path}{wire}")
         elif member.type_name == "list" and name in shape.required_members:

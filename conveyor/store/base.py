@@ -50,6 +50,7 @@ class NewMessage:
     visible_at_ms: int
     group_id: str | None = None
     dedup_key: str | None = None  # FIFO: scope-qualified deduplication id
+    md5_system: str | None = None  # for the send's answer only; not stored
 
 
 @dataclass
