@@ -6,7 +6,7 @@ DeleteMessageBatch) one request at a time on a fresh SQLite store. This is the c
 Conveyor's own code with warm caches; `run.py` measures it under real load. Use it to
 check an optimisation quickly, and with `--profile` to see where the time goes:
 
-    .venv/bin/python bench/inprocess.py --rounds 2000 [--profile]
+    .venv/bin/python bench/inprocess.py [--unbatched] [--messages 20000] [--profile]
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ class _Transport:
         pass
 
 
-async def measure(rounds: int, profile: bool) -> float:
+async def measure(messages: int, unbatched: bool, profile: bool) -> float:
     store = SqliteStore(tempfile.mkdtemp(prefix="conveyor-bench-"))
     service = Service(store, STRICT, Clock())
     http = HttpServer(App(service, ServerSettings()).handle, STRICT.max_request_bytes)
@@ -93,6 +93,8 @@ async def measure(rounds: int, profile: bool) -> float:
         {"Id": str(i), "MessageBody": "x" * 256} for i in range(10)]})
     receive = signed_request("ReceiveMessage", {"QueueUrl": QUEUE_URL,
                                                 "MaxNumberOfMessages": 10, "WaitTimeSeconds": 1})
+    send_one = signed_request("SendMessage", {"QueueUrl": QUEUE_URL, "MessageBody": "x" * 256})
+    receive_one = signed_request("ReceiveMessage", {"QueueUrl": QUEUE_URL, "WaitTimeSeconds": 1})
 
     async def answer(raw: bytes) -> bytes:
         transport.out.clear()
@@ -101,36 +103,47 @@ async def measure(rounds: int, profile: bool) -> float:
             await asyncio.sleep(0)
         return transport.out[-1].partition(b"\r\n\r\n")[2]
 
-    async def pipeline(n: int) -> None:
+    async def pipeline_unbatched(n: int) -> None:
         for _ in range(n):
+            await answer(send_one)
+            message = orjson.loads(await answer(receive_one))["Messages"][0]
+            await answer(signed_request("DeleteMessage", {
+                "QueueUrl": QUEUE_URL, "ReceiptHandle": message["ReceiptHandle"]}))
+
+    async def pipeline_batched(n: int) -> None:
+        for _ in range(n // 10):
             await answer(send)
             messages = orjson.loads(await answer(receive))["Messages"]
             await answer(signed_request("DeleteMessageBatch", {"QueueUrl": QUEUE_URL, "Entries": [
                 {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
                 for i, m in enumerate(messages)]}))
 
-    await pipeline(200)  # warm up
+    pipeline = pipeline_unbatched if unbatched else pipeline_batched
+    await pipeline(2000)  # warm up
     profiler = cProfile.Profile() if profile else None
     started = time.process_time()
     if profiler:
         profiler.enable()
-    await pipeline(rounds)
+    await pipeline(messages)
     if profiler:
         profiler.disable()
     cpu_s = time.process_time() - started
     await store.close()
     if profiler:
         pstats.Stats(profiler).sort_stats("tottime").print_stats(30)
-    return rounds * 10 / cpu_s
+    return messages / cpu_s
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=2000, help="pipelines of 10 messages")
+    parser.add_argument("--messages", type=int, default=20000)
+    parser.add_argument("--unbatched", action="store_true",
+                        help="SendMessage, ReceiveMessage 1, DeleteMessage instead of batches")
     parser.add_argument("--profile", action="store_true", help="print a cProfile summary")
     args = parser.parse_args()
-    rate = uvloop.run(measure(args.rounds, args.profile))
-    print(f"{rate:,.0f} messages per CPU-second (in-process, batched pipeline, including "
+    rate = uvloop.run(measure(args.messages, args.unbatched, args.profile))
+    kind = "unbatched" if args.unbatched else "batched"
+    print(f"{rate:,.0f} messages per CPU-second (in-process, {kind} pipeline, including "
           "building the delete requests from each receive)")
 
 

@@ -157,7 +157,7 @@ class SqliteStore:
         self._last_seq = self.db.execute("SELECT COALESCE(MAX(seq), 0) FROM messages").fetchone()[0]
         # Receipt tokens: unguessable enough to tell receives apart, without a syscall each.
         self._tokens = random.Random(os.urandom(32))
-        self._batch: asyncio.Future[None] | None = None  # the open group commit
+        self._group: _Group | None = None  # the open group commit
         self._named_locks: dict[str, asyncio.Lock] = {}
         self._checkpointer = _Checkpointer(self.path / "conveyor.db")
         self._checkpointer.start()
@@ -193,53 +193,9 @@ class SqliteStore:
         self.db.close()
         self._lock.close()
 
-    @asynccontextmanager
-    async def _write(self) -> AsyncIterator[sqlite3.Connection]:
-        """One atomic change, durable when the block exits: group commit.
-
-        Changes made in the same event-loop turn share one transaction, committed at the
-        end of the turn; each caller resumes only after that COMMIT, so nothing is
-        acknowledged before it is in the log. A savepoint per change lets one fail
-        without undoing its neighbours. Several changes in a commit write their pages
-        once: most of a commit's cost."""
-        if self._batch is None:
-            self._begin_batch()
-        batch = self._batch
-        assert batch is not None
-        try:
-            self.db.execute("SAVEPOINT change")
-            try:
-                yield self.db
-            except BaseException:
-                self.db.execute("ROLLBACK TO change")
-                self.db.execute("RELEASE change")
-                raise
-            self.db.execute("RELEASE change")
-        except sqlite3.Error as exc:
-            raise StoreError(f"SQLite: {exc}") from exc
-        await asyncio.shield(batch)
-
-    def _begin_batch(self) -> None:
-        try:
-            self.db.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as exc:
-            raise StoreError(f"SQLite: {exc}") from exc
-        loop = asyncio.get_running_loop()
-        self._batch = loop.create_future()
-        loop.call_soon(self._commit)
-
-    def _commit(self) -> None:
-        batch, self._batch = self._batch, None
-        assert batch is not None
-        try:
-            self.db.execute("COMMIT")
-        except sqlite3.Error as exc:
-            with contextlib.suppress(sqlite3.Error):
-                self.db.execute("ROLLBACK")
-            batch.set_exception(StoreError(f"SQLite commit failed: {exc}"))
-            batch.exception()  # retrieved by the waiters; do not warn when none are left
-            return
-        batch.set_result(None)
+    def _write(self) -> _Change:
+        """One atomic change, durable when the block exits: `async with self._write() as db`."""
+        return _Change(self)
 
     @contextmanager
     def _write_now(self) -> Iterator[sqlite3.Connection]:
@@ -534,6 +490,81 @@ def _queue(row: tuple) -> QueueRecord:
 
 def _json(value: object) -> str:
     return orjson.dumps(value).decode()
+
+
+class _Group:
+    """The changes of one event-loop turn: one transaction, one COMMIT at the turn's end.
+
+    Each change's caller resumes only after that COMMIT, so nothing is acknowledged
+    before it is in the log; several changes in a commit write their pages once, most of
+    a commit's cost. A change that fails rolls the whole group back and fails every
+    caller in it: none of them was acknowledged yet, and no savepoint per change is paid
+    for an error that only a broken disk or a bug produces."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+        self.waiters: list[asyncio.Future[None]] = []
+        self.open = True
+        try:
+            db.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise StoreError(f"SQLite: {exc}") from exc
+        asyncio.get_running_loop().call_soon(self.commit)
+
+    def commit(self) -> None:
+        if not self.open:
+            return
+        try:
+            self.db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            self.abort(StoreError(f"SQLite commit failed: {exc}"))
+            return
+        self.open = False
+        for waiter in self.waiters:
+            if not waiter.done():  # its caller may have been cancelled meanwhile
+                waiter.set_result(None)
+
+    def abort(self, error: StoreError) -> None:
+        self.open = False
+        with contextlib.suppress(sqlite3.Error):
+            self.db.execute("ROLLBACK")
+        for waiter in self.waiters:
+            if not waiter.done():
+                waiter.set_exception(error)
+
+
+class _Change:
+    """`async with store._write() as db`: joins (or opens) this turn's group, and on exit
+    waits for its COMMIT. A plain class: cheaper than an async generator per change."""
+
+    __slots__ = ("store", "group")
+
+    def __init__(self, store: SqliteStore) -> None:
+        self.store = store
+
+    async def __aenter__(self) -> sqlite3.Connection:
+        group = self.store._group
+        if group is None or not group.open:
+            group = self.store._group = _Group(self.store.db)
+        self.group = group
+        return group.db
+
+    async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                        tb: object) -> None:
+        group = self.group
+        if error is not None:
+            failure = StoreError(f"SQLite: {error}") if isinstance(error, sqlite3.Error) else \
+                StoreError(f"change failed: {error!r}")
+            if group.open:
+                group.abort(failure)
+            if isinstance(error, sqlite3.Error):
+                raise failure from error
+            return  # let the original exception propagate
+        if not group.open:  # rolled back by a neighbour's failure before we got here
+            raise StoreError("SQLite: the group commit was rolled back")
+        waiter = asyncio.get_running_loop().create_future()
+        group.waiters.append(waiter)
+        await waiter
 
 
 class _Checkpointer(threading.Thread):

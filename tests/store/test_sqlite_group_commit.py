@@ -1,0 +1,78 @@
+"""The SQLite store's group commit: the changes of one event-loop turn share a COMMIT,
+and a failing change takes its whole group down with it, never half of it."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+
+from conveyor.store.base import NewMessage, QueueRecord, StoreError
+from conveyor.store.sqlite import SqliteStore
+
+ATTRIBUTES = {"MessageRetentionPeriod": "345600", "VisibilityTimeout": "30",
+              "DelaySeconds": "0"}
+
+
+def _message(body: str) -> NewMessage:
+    now = int(time.time() * 1000)
+    return NewMessage(message_id=body, body=body, md5_body="", attributes=None,
+                      md5_attributes=None, system=None, sent_ms=now, sender_id="test",
+                      visible_at_ms=now)
+
+
+async def _send(store: SqliteStore, queue: QueueRecord, body: str) -> None:
+    await store.send(queue, [_message(body)], int(time.time() * 1000), 300_000)
+
+
+async def _broken_change(store: SqliteStore) -> None:
+    async with store._write() as db:
+        db.execute("INSERT INTO no_such_table VALUES (1)")
+
+
+def _stored_bodies(data_dir: Path) -> set[str]:
+    """What a second connection sees: only what was committed."""
+    with sqlite3.connect(data_dir / "conveyor.db") as db:
+        return {row[0] for row in db.execute("SELECT body FROM messages")}
+
+
+def test_one_turn_commits_together_and_fails_together(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        store = SqliteStore(tmp_path)
+        try:
+            queue = await store.create_queue("us-east-1", "q", ATTRIBUTES, {}, 0)
+            # Three sends in one turn: one group, all committed.
+            await asyncio.gather(*(_send(store, queue, f"ok-{i}") for i in range(3)))
+            assert _stored_bodies(tmp_path) == {"ok-0", "ok-1", "ok-2"}
+
+            # A send and a broken change in one turn: neither is committed, both fail.
+            results = await asyncio.gather(_send(store, queue, "neighbour"),
+                                           _broken_change(store), return_exceptions=True)
+            assert all(isinstance(r, StoreError) for r in results), results
+            assert _stored_bodies(tmp_path) == {"ok-0", "ok-1", "ok-2"}
+
+            # The next turn starts a fresh group.
+            await _send(store, queue, "after")
+            assert _stored_bodies(tmp_path) == {"ok-0", "ok-1", "ok-2", "after"}
+        finally:
+            await store.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_change_that_fails_alone_leaves_nothing_behind(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        store = SqliteStore(tmp_path)
+        try:
+            with pytest.raises(StoreError):
+                await _broken_change(store)
+            queue = await store.create_queue("us-east-1", "q", ATTRIBUTES, {}, 0)
+            await _send(store, queue, "works")
+            assert _stored_bodies(tmp_path) == {"works"}
+        finally:
+            await store.close()
+
+    asyncio.run(scenario())
