@@ -60,7 +60,8 @@ class _Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.gone: asyncio.Future[None] = server.loop.create_future()
         self.pending: deque[tuple[Request, bool]] = deque()  # (request, keep-alive)
-        self.worker: asyncio.Task[None] | None = None
+        self.worker: asyncio.Task[None] | None = None  # one per connection, see _serve
+        self.wakeup: asyncio.Future[None] | None = None  # set while the worker is idle
         self._reset()
         self.last_active = server.loop.time()
 
@@ -80,6 +81,8 @@ class _Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.server.connections.discard(self)
+        if self.wakeup is not None:
+            self.wakeup.cancel()  # ends the idle worker
         if not self.gone.done():
             self.gone.set_result(None)
 
@@ -127,13 +130,25 @@ class _Connection(asyncio.Protocol):
         if self.rejected:
             request.method = "REJECTED"
         self.pending.append((request, self.parser.should_keep_alive()))
-        if self.worker is None or self.worker.done():
-            self.worker = self.server.loop.create_task(self._serve_pending())
+        if self.wakeup is not None:
+            wakeup, self.wakeup = self.wakeup, None
+            wakeup.set_result(None)
+        elif self.worker is None:
+            self.worker = self.server.loop.create_task(self._serve())
 
     # --- serving -------------------------------------------------------------------------
 
+    async def _serve(self) -> None:
+        """Answer pipelined requests in order, one at a time, then wait for more: one task
+        for the connection's life costs less than a task per request."""
+        while True:
+            await self._serve_pending()
+            if self.transport is None or self.transport.is_closing():
+                return
+            self.wakeup = self.server.loop.create_future()
+            await self.wakeup
+
     async def _serve_pending(self) -> None:
-        """Answer pipelined requests in order, one at a time."""
         while self.pending:
             request, keep_alive = self.pending.popleft()
             if request.method == "REJECTED":
@@ -172,7 +187,8 @@ class _Connection(asyncio.Protocol):
             self.transport.close()
 
     def busy(self) -> bool:
-        return bool(self.pending) or (self.worker is not None and not self.worker.done())
+        working = self.worker is not None and self.wakeup is None and not self.worker.done()
+        return bool(self.pending) or working
 
     def close_if_idle(self, idle_s: float = 0.0) -> None:
         quiet = self.server.loop.time() - self.last_active >= idle_s
