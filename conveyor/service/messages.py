@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import logging
 import os
 import random
 from collections.abc import Awaitable, Callable
@@ -186,10 +187,12 @@ class MessageActions(ServiceBase):
                   duplicates: list[bool]) -> None:
         now_ms = self.clock.now_ms()
         ready, soonest_ms = 0, None
+        tell = self.log.isEnabledFor(logging.DEBUG)  # asked once per call, not per message
         for m, dup in zip(messages, duplicates, strict=True):
             if dup:
                 continue
-            self.log.debug("sent %s to %s", m.message_id, queue.name)
+            if tell:
+                self.log.debug("sent %s to %s", m.message_id, queue.name)
             if m.visible_at_ms <= now_ms:
                 ready += 1
             elif soonest_ms is None or m.visible_at_ms < soonest_ms:
@@ -243,9 +246,10 @@ class MessageActions(ServiceBase):
             if dlq is not None:
                 self.on_ready(dlq, len(redrive.moved))
         messages = [self._message_out(ctx, queue, m, plan) for m in stored]
-        for m in stored:
-            self.log.debug("received %s from %s (count %d)", m.message_id, queue.name,
-                           m.receive_count)
+        if self.log.isEnabledFor(logging.DEBUG):
+            for m in stored:
+                self.log.debug("received %s from %s (count %d)", m.message_id, queue.name,
+                               m.receive_count)
         result = {"Messages": messages} if messages else {}
         if plan.attempt_id and messages:
             self._prune_attempts()
