@@ -2,7 +2,8 @@
 
 Feeds SigV4-signed requests, shaped as boto3 sends them, straight into the server's HTTP
 protocol object and runs the batched pipeline (SendMessageBatch 10, ReceiveMessage 10,
-DeleteMessageBatch) one request at a time on a fresh SQLite store. This is the cost of
+DeleteMessageBatch) or, with --unbatched, SendMessage / ReceiveMessage / DeleteMessage,
+one request at a time on a fresh SQLite store. This is the cost of
 Conveyor's own code with warm caches; `run.py` measures it under real load. Use it to
 check an optimisation quickly, and with `--profile` to see where the time goes:
 
