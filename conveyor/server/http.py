@@ -133,7 +133,7 @@ class _Connection(asyncio.Protocol):
         if self.wakeup is not None:
             wakeup, self.wakeup = self.wakeup, None
             wakeup.set_result(None)
-        elif self.worker is None:
+        elif self.worker is None or self.worker.done():  # first request, or the worker failed
             self.worker = self.server.loop.create_task(self._serve())
 
     # --- serving -------------------------------------------------------------------------
