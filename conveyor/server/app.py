@@ -45,7 +45,7 @@ class ServerSettings:
     dev_clock: bool = False  # expose POST /_conveyor/clock?advance=S for tests
 
 
-@dataclass
+@dataclass(slots=True)
 class Call:
     """One decoded API request."""
 

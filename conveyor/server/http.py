@@ -26,7 +26,7 @@ MAX_HEADER_BYTES = 64 * 1024  # URL + headers of one request
 IDLE_TIMEOUT_S = 75.0  # close keep-alive connections idle this long (above common LB idle)
 
 
-@dataclass
+@dataclass(slots=True)
 class Request:
     method: str
     path: str
@@ -38,7 +38,7 @@ class Request:
     body_too_large: bool = False  # the body passed max_body_bytes and was dropped
 
 
-@dataclass
+@dataclass(slots=True)
 class Response:
     status: int
     body: bytes

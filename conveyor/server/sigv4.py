@@ -18,7 +18,7 @@ ALGORITHM = "AWS4-HMAC-SHA256"
 MAX_SKEW_S = 15 * 60  # SQS refuses requests signed more than 15 minutes away
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Credential:
     access_key: str
     date: str

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -116,7 +117,7 @@ class QueueActions(ServiceBase):
         if "FifoQueue" in changes:
             raise InvalidAttributeName("Attribute FifoQueue cannot be changed.")
         checked = {k: attrs.check(k, v, self.limits, queue.fifo) for k, v in changes.items()}
-        draft = QueueRecord(**{**queue.__dict__, "attributes": dict(queue.attributes)})
+        draft = replace(queue, attributes=dict(queue.attributes))
         for key, value in checked.items():
             if value == "" and key in attrs.OPTIONAL:
                 draft.attributes.pop(key, None)

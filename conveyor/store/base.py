@@ -17,7 +17,7 @@ class StoreError(Exception):
     """A backend failure (disk full, database gone). Rendered as an internal error."""
 
 
-@dataclass
+@dataclass(slots=True)
 class QueueRecord:
     id: int
     region: str
@@ -27,17 +27,17 @@ class QueueRecord:
     created_s: int
     modified_s: int
     purged_s: int = 0
+    fifo: bool = field(init=False)  # read on every message: worked out once
 
-    @property
-    def fifo(self) -> bool:
-        return self.name.endswith(".fifo")
+    def __post_init__(self) -> None:
+        self.fifo = self.name.endswith(".fifo")
 
     @property
     def retention_ms(self) -> int:
         return int(self.attributes["MessageRetentionPeriod"]) * 1000
 
 
-@dataclass
+@dataclass(slots=True)
 class NewMessage:
     message_id: str
     body: str
@@ -53,14 +53,14 @@ class NewMessage:
     md5_system: str | None = None  # for the send's answer only; not stored
 
 
-@dataclass
+@dataclass(slots=True)
 class SentMessage:
     message_id: str
     seq: int
     duplicate: bool = False
 
 
-@dataclass
+@dataclass(slots=True)
 class StoredMessage:
     seq: int
     message_id: str
@@ -79,7 +79,7 @@ class StoredMessage:
     dlq_source_arn: str | None
 
 
-@dataclass
+@dataclass(slots=True)
 class Redrive:
     """Where a message goes once it has been received `max_receive_count` times. The store
     appends the id of each message it moves to `moved`, for the log."""
@@ -97,7 +97,7 @@ class Counts:
     delayed: int = 0
 
 
-@dataclass
+@dataclass(slots=True)
 class Handle:
     """One entry of a delete / change-visibility call: a decoded receipt handle."""
 
