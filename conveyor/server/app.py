@@ -7,16 +7,15 @@ wire protocols and the service, and it runs the background sweeps.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
+from conveyor.ids import UuidSequence
 from conveyor.server import sigv4
 from conveyor.server.http import Request, Response
 from conveyor.server.metrics import CONTENT_TYPE_LATEST, ServerMetrics
@@ -66,15 +65,8 @@ class App:
         self._tasks: list[asyncio.Task[None]] = []
         self._announcing: set[asyncio.Task[None]] = set()
         self.stopping = False
-        # Request ids: unique per process start, and far cheaper than a uuid4 each.
-        self._id_prefix = uuid.uuid4().hex[:20]
-        self._ids = itertools.count(1)
+        self._request_id = UuidSequence().next
         self.service.store.on_remote_ready = self.waiters.notify
-
-    def _request_id(self) -> str:
-        n = next(self._ids)
-        p = self._id_prefix
-        return f"{p[:8]}-{p[8:12]}-{p[12:16]}-{p[16:20]}-{n:012x}"
 
     def _ready(self, queue: QueueRecord, count: int) -> None:
         """Messages became receivable: wake local long polls, and other nodes' ones."""

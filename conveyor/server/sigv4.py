@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import lru_cache
+from typing import NamedTuple
 from urllib.parse import parse_qsl, quote
 
 from conveyor.sqs.errors import (
@@ -18,8 +19,7 @@ ALGORITHM = "AWS4-HMAC-SHA256"
 MAX_SKEW_S = 15 * 60  # SQS refuses requests signed more than 15 minutes away
 
 
-@dataclass(frozen=True, slots=True)
-class Credential:
+class Credential(NamedTuple):
     access_key: str
     date: str
     region: str
@@ -30,17 +30,35 @@ class Credential:
 
 def parse_authorization(header: str) -> Credential | None:
     """Parse `AWS4-HMAC-SHA256 Credential=AK/date/region/sqs/aws4_request, ...`."""
+    # A client sends the same header every time but for the signature at its end, so the
+    # rest is parsed once per client and day.
+    rest, sep, signature = header.rpartition(", Signature=")
+    if not (sep and signature.isalnum()):  # the signature is not last: parse it all
+        rest, signature = header, _fields(header).get("Signature", "")
+    scope = _scope(rest)
+    if scope is None or not signature:
+        return None
+    return Credential(*scope, signature)
+
+
+@lru_cache(maxsize=1024)
+def _scope(header: str) -> tuple[str, str, str, str, tuple[str, ...]] | None:
+    """Key, date, region, service and signed headers: all but the signature."""
     if not header.startswith(ALGORITHM + " "):
         return None
+    fields = _fields(header)
+    scope = fields.get("Credential", "").split("/")
+    if len(scope) != 5 or not fields.get("SignedHeaders"):
+        return None
+    return scope[0], scope[1], scope[2], scope[3], tuple(fields["SignedHeaders"].split(";"))
+
+
+def _fields(header: str) -> dict[str, str]:
     fields: dict[str, str] = {}
     for part in header[len(ALGORITHM) + 1:].split(","):
         key, _, value = part.strip().partition("=")
         fields[key] = value
-    scope = fields.get("Credential", "").split("/")
-    if len(scope) != 5 or not fields.get("Signature") or not fields.get("SignedHeaders"):
-        return None
-    return Credential(scope[0], scope[1], scope[2], scope[3],
-                      tuple(fields["SignedHeaders"].split(";")), fields["Signature"])
+    return fields
 
 
 def verify(credential: Credential | None, secrets: dict[str, str], method: str, path: str,

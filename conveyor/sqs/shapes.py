@@ -92,6 +92,9 @@ def check_json(shape: StructureShape, value: Any) -> dict[str, Any]:
         raise _wrong_type(exc.path, exc.expected) from None
 
 
+_SCALAR_TYPES = {"string": str, "integer": int, "boolean": bool}
+
+
 @cache
 def _checker(shape: Shape) -> Checker:
     kind = shape.type_name
@@ -107,7 +110,7 @@ def _checker(shape: Shape) -> Checker:
                 raise _Mismatch("base64 string")
             return _b64decode(value, "")
         return check_blob
-    expected = {"string": str, "integer": int, "boolean": bool}.get(kind)
+    expected = _SCALAR_TYPES.get(kind)
     if expected is None:
         return lambda value: value
 
@@ -120,7 +123,12 @@ def _checker(shape: Shape) -> Checker:
 
 
 def _struct_checker(shape: StructureShape) -> Checker:
-    members = {name: _checker(member) for name, member in shape.members.items()}
+    # Scalar members are checked inline: most members are, and a call each adds up
+    # over the entries of a batch.
+    scalars = {name: _SCALAR_TYPES[member.type_name] for name, member in shape.members.items()
+               if member.type_name in _SCALAR_TYPES}
+    members = {name: _checker(member) for name, member in shape.members.items()
+               if name not in scalars}
     required = tuple(shape.required_members)
 
     def check_struct(value: Any) -> dict[str, Any]:
@@ -128,8 +136,16 @@ def _struct_checker(shape: StructureShape) -> Checker:
             raise _Mismatch("structure")
         out = {}
         for name, item in value.items():
+            if item is None:
+                continue
+            expected = scalars.get(name)
+            if expected is not None:
+                if type(item) is not expected:  # bool is an int; JSON true is not an integer
+                    raise _Mismatch(shape.members[name].type_name, name)
+                out[name] = item
+                continue
             check = members.get(name)
-            if check is None or item is None:
+            if check is None:
                 continue  # unknown members are ignored, as the AWS JSON protocol does
             try:
                 out[name] = check(item)

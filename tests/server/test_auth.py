@@ -104,3 +104,20 @@ def test_region_comes_from_credential_scope(secured: ServerProcess) -> None:
 def test_health_needs_no_signature(secured: ServerProcess) -> None:
     raw = RawClient(secured.url)
     assert raw.request("GET", "/health", sign=False).status == 200
+
+
+def test_authorization_header_parsed_in_any_field_order() -> None:
+    """The scope is cached apart from the signature; other layouts still parse whole."""
+    from conveyor.server.sigv4 import parse_authorization
+
+    scope = "Credential=AK/20261122/eu-west-1/sqs/aws4_request"
+    boto_layout = f"AWS4-HMAC-SHA256 {scope}, SignedHeaders=host;x-amz-date, Signature=ab12"
+    reordered = f"AWS4-HMAC-SHA256 Signature=cd34, {scope}, SignedHeaders=host;x-amz-date"
+    first, second = parse_authorization(boto_layout), parse_authorization(reordered)
+    assert first is not None and second is not None
+    assert (first.region, first.signed_headers, first.signature) == (
+        "eu-west-1", ("host", "x-amz-date"), "ab12")
+    assert (second.access_key, second.signature) == ("AK", "cd34")
+    assert parse_authorization(boto_layout.replace("ab12", "ef56")).signature == "ef56"
+    assert parse_authorization(f"AWS4-HMAC-SHA256 {scope}, SignedHeaders=host") is None
+    assert parse_authorization(f"AWS4-HMAC-SHA256 {scope}, Signature=ab12") is None
