@@ -150,7 +150,7 @@ class App:
             log.exception("%s failed unexpectedly", action)
             status, extra, payload = self._encode_error(protocol, InternalError(), request_id)
             outcome = "InternalFailure"
-        self.metrics.observe(action, outcome, time.perf_counter() - started)
+        self.metrics.requests.observe(action, outcome, time.perf_counter() - started)
         content_type = jsonproto.CONTENT_TYPE if protocol == "json" else queryproto.CONTENT_TYPE
         return Response(status, payload, content_type,
                         [(b"x-amzn-requestid", request_id.encode()), *extra])

@@ -71,17 +71,13 @@ def _bound(bound: float) -> str:
 class ServerMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
-        self._requests = _RequestStats()
-        self.registry.register(self._requests)
+        self.requests = _RequestStats()  # requests.observe(action, outcome, seconds)
+        self.registry.register(self.requests)
         self.messages = Gauge(
             "conveyor_queue_messages", "Messages per queue by state (visible, in_flight, delayed).",
             ["region", "queue", "state"], registry=self.registry)
         self.waiting = Gauge("conveyor_long_polls_waiting", "Receivers parked in a long poll.",
                              registry=self.registry)
-
-    def observe(self, action: str, outcome: str, seconds: float) -> None:
-        """Count one request."""
-        self._requests.observe(action, outcome, seconds)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

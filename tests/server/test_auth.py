@@ -12,6 +12,7 @@ from botocore.awsrequest import AWSRequest
 from botocore.config import Config
 from botocore.credentials import Credentials
 
+from conveyor.server.sigv4 import parse_authorization
 from tests.server.conftest import Launcher
 from tests.server.helpers import (
     JSON_CONTENT_TYPE,
@@ -108,8 +109,6 @@ def test_health_needs_no_signature(secured: ServerProcess) -> None:
 
 def test_authorization_header_parsed_in_any_field_order() -> None:
     """The scope is cached apart from the signature; other layouts still parse whole."""
-    from conveyor.server.sigv4 import parse_authorization
-
     scope = "Credential=AK/20261122/eu-west-1/sqs/aws4_request"
     boto_layout = f"AWS4-HMAC-SHA256 {scope}, SignedHeaders=host;x-amz-date, Signature=ab12"
     reordered = f"AWS4-HMAC-SHA256 Signature=cd34, {scope}, SignedHeaders=host;x-amz-date"

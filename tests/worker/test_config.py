@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from click.testing import CliRunner
 
 from conveyor.worker.cli import worker_command
 from conveyor.worker.config import ConfigError, WorkerConfig, load_config
-from conveyor.worker.options import EB_OPTIONS
+from conveyor.worker.options import EB_OPTIONS, OPTIONS
 
 URL = "http://127.0.0.1:9324/000000000000/jobs"
 
@@ -22,6 +24,14 @@ def test_elastic_beanstalk_defaults():
         2, 345600, 10)
     assert config.app_url == "http://localhost:80"
     assert config.post_url == "http://localhost:80/"
+
+
+def test_option_table_defaults_are_the_config_defaults():
+    """--help shows the table's defaults; WorkerConfig applies its own: they must agree."""
+    fields = {f.name: f.default for f in dataclasses.fields(WorkerConfig)}
+    for option in OPTIONS:
+        expected = dataclasses.MISSING if option.default is None else option.default
+        assert fields[option.field] == expected, option.name
 
 
 @pytest.mark.parametrize(("name", "low", "high"), [
