@@ -4,6 +4,13 @@ Calls run on the event loop's thread: with WAL and synchronous=NORMAL a commit i
 write() into the log, no fsync, so it is cheaper to do inline than to hand off to a
 thread. A committed transaction survives `kill -9` of the server (the log is in the
 OS page cache); only an OS crash or power loss can roll back the last commits.
+
+The connection holds the file in exclusive locking mode: one process owns a data
+directory anyway, and without it every transaction paid about six fcntl() lock calls
+and shared-memory bookkeeping for readers that never exist (about a tenth of the
+server's CPU per message). SQLite's own autocheckpoint then moves the log into the
+database every 1,000 pages, on the event loop: a pause of a few milliseconds, with
+two fsyncs, under sustained load, and a log that never grows past about 4 MB.
 """
 
 from __future__ import annotations
@@ -11,11 +18,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
-import logging
 import os
 import random
 import sqlite3
-import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -41,7 +46,6 @@ from conveyor.store.base import (
 )
 
 SCHEMA_VERSION = 1
-log = logging.getLogger(__name__)
 
 SCHEMA = """
 -- One row per queue. `attributes` and `tags` are JSON objects of strings.
@@ -145,11 +149,9 @@ class SqliteStore:
         self._lock = _lock_directory(self.path)
         self.db = sqlite3.connect(self.path / "conveyor.db", isolation_level=None,
                                   check_same_thread=False)
-        # The checkpointer thread moves the log into the database file (and fsyncs) off the
-        # event loop; the large autocheckpoint is only a backstop should it fall behind.
-        for pragma in ("journal_mode=WAL", "synchronous=NORMAL", "busy_timeout=5000",
-                       "cache_size=-65536", "temp_store=MEMORY", "foreign_keys=OFF",
-                       "wal_autocheckpoint=50000"):
+        # Exclusive locking before the first access to the log, so no -shm file is used.
+        for pragma in ("locking_mode=EXCLUSIVE", "journal_mode=WAL", "synchronous=NORMAL",
+                       "cache_size=-65536", "temp_store=MEMORY", "foreign_keys=OFF"):
             self.db.execute(f"PRAGMA {pragma}")
         self.db.executescript(SCHEMA)  # idempotent; executescript commits on its own
         with self._write_now():
@@ -159,8 +161,6 @@ class SqliteStore:
         self._tokens = random.Random(os.urandom(32))
         self._group: _Group | None = None  # the open group commit
         self._named_locks: dict[str, asyncio.Lock] = {}
-        self._checkpointer = _Checkpointer(self.path / "conveyor.db")
-        self._checkpointer.start()
 
     def _next_seq(self) -> int:
         """Message order: microseconds since the epoch, bumped past the last one handed out.
@@ -189,7 +189,6 @@ class SqliteStore:
             yield True
 
     async def close(self) -> None:
-        self._checkpointer.stop()
         self.db.close()
         self._lock.close()
 
@@ -565,32 +564,6 @@ class _Change:
         waiter = asyncio.get_running_loop().create_future()
         group.waiters.append(waiter)
         await waiter
-
-
-class _Checkpointer(threading.Thread):
-    """Checkpoints the WAL from its own connection every second, so the fsyncs a
-    checkpoint does never stall the event loop."""
-
-    def __init__(self, db_path: Path, period_s: float = 1.0) -> None:
-        super().__init__(name="conveyor-checkpoint", daemon=True)
-        self.db_path, self.period_s = db_path, period_s
-        self._stopped = threading.Event()
-
-    def run(self) -> None:
-        db = sqlite3.connect(self.db_path, isolation_level=None)
-        db.execute("PRAGMA busy_timeout=1000")
-        try:
-            while not self._stopped.wait(self.period_s):
-                try:
-                    db.execute("PRAGMA wal_checkpoint(PASSIVE)")
-                except sqlite3.Error as exc:  # busy now; the next round catches up
-                    log.debug("checkpoint skipped: %s", exc)
-        finally:
-            db.close()
-
-    def stop(self) -> None:
-        self._stopped.set()
-        self.join(5)
 
 
 def _lock_directory(path: Path) -> IO[str]:

@@ -4,7 +4,6 @@ and a failing change takes its whole group down with it, never half of it."""
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 import time
 from pathlib import Path
 
@@ -33,10 +32,10 @@ async def _broken_change(store: SqliteStore) -> None:
         db.execute("INSERT INTO no_such_table VALUES (1)")
 
 
-def _stored_bodies(data_dir: Path) -> set[str]:
-    """What a second connection sees: only what was committed."""
-    with sqlite3.connect(data_dir / "conveyor.db") as db:
-        return {row[0] for row in db.execute("SELECT body FROM messages")}
+def _stored_bodies(store: SqliteStore) -> set[str]:
+    """What is committed: read between transactions (the store holds the file alone)."""
+    assert not store.db.in_transaction
+    return {row[0] for row in store.db.execute("SELECT body FROM messages")}
 
 
 def test_one_turn_commits_together_and_fails_together(tmp_path: Path) -> None:
@@ -46,17 +45,17 @@ def test_one_turn_commits_together_and_fails_together(tmp_path: Path) -> None:
             queue = await store.create_queue("us-east-1", "q", ATTRIBUTES, {}, 0)
             # Three sends in one turn: one group, all committed.
             await asyncio.gather(*(_send(store, queue, f"ok-{i}") for i in range(3)))
-            assert _stored_bodies(tmp_path) == {"ok-0", "ok-1", "ok-2"}
+            assert _stored_bodies(store) == {"ok-0", "ok-1", "ok-2"}
 
             # A send and a broken change in one turn: neither is committed, both fail.
             results = await asyncio.gather(_send(store, queue, "neighbour"),
                                            _broken_change(store), return_exceptions=True)
             assert all(isinstance(r, StoreError) for r in results), results
-            assert _stored_bodies(tmp_path) == {"ok-0", "ok-1", "ok-2"}
+            assert _stored_bodies(store) == {"ok-0", "ok-1", "ok-2"}
 
             # The next turn starts a fresh group.
             await _send(store, queue, "after")
-            assert _stored_bodies(tmp_path) == {"ok-0", "ok-1", "ok-2", "after"}
+            assert _stored_bodies(store) == {"ok-0", "ok-1", "ok-2", "after"}
         finally:
             await store.close()
 
@@ -71,7 +70,26 @@ def test_a_change_that_fails_alone_leaves_nothing_behind(tmp_path: Path) -> None
                 await _broken_change(store)
             queue = await store.create_queue("us-east-1", "q", ATTRIBUTES, {}, 0)
             await _send(store, queue, "works")
-            assert _stored_bodies(tmp_path) == {"works"}
+            assert _stored_bodies(store) == {"works"}
+        finally:
+            await store.close()
+
+    asyncio.run(scenario())
+
+
+def test_the_log_is_checkpointed_as_it_grows(tmp_path: Path) -> None:
+    """25 MB of messages through the store: the log is moved into the database as it
+    goes and reused, so it stays near its 1,000-page bound instead of growing with the
+    load."""
+    async def scenario() -> None:
+        store = SqliteStore(tmp_path)
+        try:
+            queue = await store.create_queue("us-east-1", "q", ATTRIBUTES, {}, 0)
+            body = "x" * 64 * 1024
+            for i in range(400):
+                await _send(store, queue, f"{i}-{body}")
+            assert len(_stored_bodies(store)) == 400
+            assert (tmp_path / "conveyor.db-wal").stat().st_size < 8 * 1024 * 1024
         finally:
             await store.close()
 
