@@ -22,6 +22,9 @@ from conveyor.sqs.limits import Limits
 
 # The characters SQS allows in a message body and in attribute values.
 _INVALID_CHARS = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+# Tab, LF, CR and 0x20-0x7F: all the ASCII a body may hold. Deleting them with a byte
+# table leaves nothing from a valid ASCII body, several times faster than the regex.
+_ASCII_ALLOWED = b"\t\n\r" + bytes(range(0x20, 0x80))
 _QUEUE_NAME = re.compile(r"[A-Za-z0-9_-]{1,80}")
 _BATCH_ID = re.compile(r"[A-Za-z0-9_-]{1,80}")
 _ATTRIBUTE_NAME = re.compile(r"[A-Za-z0-9_.-]+")
@@ -46,6 +49,8 @@ def queue_name(name: str, fifo: bool, limits: Limits) -> None:
 def body(text: str, name: str = "MessageBody") -> None:
     if text == "":
         raise MissingParameter(f"The request must contain the parameter {name}.")
+    if text.isascii() and not text.encode().translate(None, _ASCII_ALLOWED):
+        return
     if _INVALID_CHARS.search(text):
         raise InvalidMessageContents(
             "Invalid characters found. Valid unicode characters are #x9 | #xA | #xD | "

@@ -130,6 +130,14 @@ _INSERT = (
     " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"
 )
 
+# A message with no attributes and no FIFO keys, its other columns left NULL by default:
+# the sqlite3 module adapts every None it binds through a failed attribute lookup that
+# formats an AttributeError, which cost about 4 % of a batched message's instructions.
+_INSERT_PLAIN = (
+    "INSERT INTO messages (seq, queue_id, message_id, body, md5_body, sent_ms, sender_id,"
+    " visible_at) VALUES (?,?,?,?,?,?,?,?)"
+)
+
 _MESSAGE_COLUMNS = (
     "seq, message_id, body, md5_body, attributes, md5_attributes, system, sent_ms, sender_id,"
     " receive_count, first_receive_ms, receipt, group_id, dedup_key, dlq_source_arn"
@@ -291,9 +299,16 @@ class SqliteStore:
                          messages: list[NewMessage]) -> list[SentMessage]:
         """No deduplication to check: one executemany."""
         seqs = [self._next_seq() for _ in messages]
+        if all(m.attributes is None and m.system is None and m.group_id is None
+               for m in messages):
+            sql, rows = _INSERT_PLAIN, [
+                (seq, queue.id, m.message_id, m.body, m.md5_body, m.sent_ms, m.sender_id,
+                 m.visible_at_ms) for seq, m in zip(seqs, messages, strict=True)]
+        else:
+            sql, rows = _INSERT, [_insert_row(seq, queue, m)
+                                  for seq, m in zip(seqs, messages, strict=True)]
         async with self._write() as db:
-            db.executemany(_INSERT, [_insert_row(seq, queue, m)
-                                     for seq, m in zip(seqs, messages, strict=True)])
+            db.executemany(sql, rows)
         return [SentMessage(m.message_id, seq) for seq, m in zip(seqs, messages, strict=True)]
 
     async def receive(self, queue: QueueRecord, max_messages: int, visibility_ms: int,
