@@ -132,7 +132,7 @@ _INSERT = (
 
 # A message with no attributes and no FIFO keys, its other columns left NULL by default:
 # the sqlite3 module adapts every None it binds through a failed attribute lookup that
-# formats an AttributeError, which cost about 4 % of a batched message's instructions.
+# formats an AttributeError: binding five of them cost 6 % of a batched message's instructions.
 _INSERT_PLAIN = (
     "INSERT INTO messages (seq, queue_id, message_id, body, md5_body, sent_ms, sender_id,"
     " visible_at) VALUES (?,?,?,?,?,?,?,?)"
