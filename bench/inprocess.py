@@ -10,7 +10,8 @@ check an optimisation quickly, and with `--profile` to see where the time goes:
     .venv/bin/python bench/inprocess.py [--unbatched] [--messages 20000] [--profile]
 
 Under real load the server costs about twice as much per message as here: between two
-of its requests the client processes run and evict its CPU caches. `--cold-cache KIB`
+of its requests the client processes run and evict its CPU caches (and on some VMs the
+server's idle CPU is woken cold). `--cold-cache KIB`
 copies that many KiB through memory before each request (its CPU time is not counted),
 which brings these figures close to run.py's; an optimisation that only pays with warm
 caches shows its gain here but not there.

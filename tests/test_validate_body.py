@@ -1,11 +1,13 @@
-"""Message bodies: the ASCII fast path and the full character rule agree."""
+"""Message bodies and attribute values: the ASCII fast path and the full character rule
+agree."""
 
 from __future__ import annotations
 
 import pytest
 
 from conveyor.service import validate
-from conveyor.sqs.errors import InvalidMessageContents
+from conveyor.sqs.errors import InvalidMessageContents, InvalidParameterValue
+from conveyor.sqs.limits import STRICT
 
 
 @pytest.mark.parametrize("code", range(128))
@@ -25,3 +27,13 @@ def test_unicode_bodies_take_the_full_rule(body: str) -> None:
         validate.body(body + "\x00")
     with pytest.raises(InvalidMessageContents):
         validate.body(body + "\ufffe")
+
+
+def test_attribute_values_follow_the_same_rule() -> None:
+    def attributes(value: str) -> dict[str, dict[str, str]]:
+        return {"kind": {"DataType": "String", "StringValue": value}}
+
+    validate.message_attributes(attributes("tab\tand caf\u00e9"), STRICT)
+    for bad in ("bell \x07", "caf\u00e9 \x00", "\ufffe"):
+        with pytest.raises(InvalidParameterValue):
+            validate.message_attributes(attributes(bad), STRICT)

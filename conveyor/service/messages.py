@@ -418,10 +418,8 @@ class MessageActions(ServiceBase):
 new_message_id = UuidSequence().next
 
 
-# Receipt handles use binascii directly: base64's wrappers add Python calls (and, to
-# validate, a regex) for every message.
-
 def encode_handle(queue: QueueRecord, seq: int, token: str) -> str:
+    # binascii directly: base64's wrappers add Python calls (and, to validate, a regex).
     return binascii.b2a_base64(f"{queue.id}:{seq}:{token}".encode(), newline=False).decode()
 
 

@@ -22,8 +22,7 @@ from conveyor.sqs.limits import Limits
 
 # The characters SQS allows in a message body and in attribute values.
 _INVALID_CHARS = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
-# Tab, LF, CR and 0x20-0x7F: all the ASCII a body may hold. Deleting them with a byte
-# table leaves nothing from a valid ASCII body, several times faster than the regex.
+# Tab, LF, CR and 0x20-0x7F: the ASCII allowed; deleting them leaves nothing of valid text.
 _ASCII_ALLOWED = b"\t\n\r" + bytes(range(0x20, 0x80))
 _QUEUE_NAME = re.compile(r"[A-Za-z0-9_-]{1,80}")
 _BATCH_ID = re.compile(r"[A-Za-z0-9_-]{1,80}")
@@ -49,12 +48,16 @@ def queue_name(name: str, fifo: bool, limits: Limits) -> None:
 def body(text: str, name: str = "MessageBody") -> None:
     if text == "":
         raise MissingParameter(f"The request must contain the parameter {name}.")
-    if text.isascii() and not text.encode().translate(None, _ASCII_ALLOWED):
-        return
-    if _INVALID_CHARS.search(text):
+    if not _valid_chars(text):
         raise InvalidMessageContents(
             "Invalid characters found. Valid unicode characters are #x9 | #xA | #xD | "
             "#x20 to #xD7FF | #xE000 to #xFFFD | #x10000 to #x10FFFF")
+
+
+def _valid_chars(text: str) -> bool:
+    if text.isascii():  # most text: a byte table is several times cheaper than the regex
+        return not text.encode().translate(None, _ASCII_ALLOWED)
+    return not _INVALID_CHARS.search(text)
 
 
 def message_attributes(attributes: Mapping[str, Any], limits: Limits) -> int:
@@ -129,7 +132,7 @@ def _attribute_value(name: str, value: Mapping[str, Any], limits: Limits, user: 
         raise InvalidParameterValue(
             f"Message ({kind}) attribute '{name}' must contain a non-empty value of type "
             f"'{base}'.")
-    if _INVALID_CHARS.search(text):
+    if not _valid_chars(text):
         raise InvalidParameterValue(
             f"Message ({kind}) attribute '{name}' value contains invalid characters.")
     if base == "Number" and not _is_sqs_number(text):
