@@ -79,6 +79,8 @@ class LocalActuator:
         reports = await asyncio.gather(*(worker_health(self._session, w.status_url)
                                          for w in live))
         for worker, report in zip(live, reports, strict=True):
+            if report is not None and report.get("pid") != worker.proc.pid:
+                report = None  # another process answers on its port: ours has not started
             worker.view = _view(worker, report)
         return [w.view for w in live if w.view is not None]
 
@@ -97,7 +99,10 @@ class LocalActuator:
 
     def _start(self) -> str:
         worker_id = f"w{next(self._ids)}"
+        taken = {w.status_url for w in self.workers.values()}
         port = free_port(self.host)
+        while f"http://{self.host}:{port}" in taken:  # the kernel may hand a port out twice
+            port = free_port(self.host)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log_path = self.log_dir / f"worker-{worker_id}.log"
         cmd = [sys.executable, "-m", "conveyor", "worker", "--status-port", str(port),

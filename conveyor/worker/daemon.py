@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import logging
 import math
+import os
 import random
 import time
 from collections.abc import Callable
@@ -421,6 +422,7 @@ class Worker:
         reachable = self._poll_errors.failures == 0
         status = self.state if self.state != "running" or reachable else "queue-unreachable"
         report = {"status": "ok" if status == "running" else status, "queue": self.queue_name,
+                  "pid": os.getpid(),  # lets a local scaler tell its own worker from another
                   "in_flight": sum(job.started_s is not None for job in self._jobs.values()),
                   "held": self._slots.capacity - self._slots.free,
                   "holding": len(self._jobs),  # received, not finished: busy for conveyor scale

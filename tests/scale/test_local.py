@@ -139,6 +139,48 @@ def test_scale_in_skips_a_busy_worker_and_its_job_completes(server, sqs, queue_n
     run(scenario(), timeout_s=120)
 
 
+def test_a_port_answered_by_another_process_is_not_taken_for_a_worker(
+        server, sqs, queue_name, tmp_path, monkeypatch):
+    """The kernel handed the same free port out twice, and a stranger (another worker,
+    busy) answers on the first one: that worker is not taken as running or busy, and the
+    next worker gets another port. Once seen: scale-in then protected a worker that had
+    never started, as if it held the other one's job."""
+    url = make_queue(sqs, queue_name)
+    stranger_port, other_port = free_port(), free_port()
+    ports = iter([stranger_port, stranger_port, other_port])
+    monkeypatch.setattr("conveyor.scale.local.free_port", lambda host: next(ports))
+
+    async def health(request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok", "holding": 1, "pid": 1})
+
+    async def scenario() -> None:
+        stranger = web.Application()
+        stranger.router.add_get("/health", health)
+        runner = web.AppRunner(stranger)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", stranger_port).start()
+        async with recording_app() as app:
+            actuator = LocalActuator(["--worker-queue-url", url, "--app-url", app.url,
+                                      *WORKER_ARGS], tmp_path / "workers")
+            try:
+                await actuator.scale_to(2, await actuator.refresh())
+                assert actuator.workers["w2"].status_url.endswith(f":{other_port}")
+
+                async def second_running() -> bool:
+                    views = {v.worker_id: v for v in await actuator.refresh()}
+                    first = views.get("w1")
+                    assert first is None or (first.state, first.busy) == ("starting", False)
+                    return views["w2"].state == "running"
+                await wait_until(second_running, what="the second worker up")
+                result = await actuator.scale_to(1, await actuator.refresh())
+                assert result.protected == 0 and not actuator.workers["w2"].stopping
+            finally:
+                await actuator.close()
+                await runner.cleanup()
+
+    run(scenario(), timeout_s=60)
+
+
 def test_one_worker_shrinks_to_one_poller_when_idle_and_grows_back(server, sqs, queue_name):
     """Seed 004 inside one worker: six pollers at HttpConnections 50, one when the queue is
     empty, all of them again when full batches arrive."""
