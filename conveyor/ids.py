@@ -21,5 +21,6 @@ class UuidSequence:
         self._counter = itertools.count(1)
 
     def next(self) -> str:
-        n = next(self._counter) * _SCRAMBLE & _MASK_48
-        return f"{n >> 16:08x}-{n & 0xFFFF:04x}{self._suffix}"
+        # to_bytes().hex(): about half the cost of format specs such as {n:08x}.
+        digits = (next(self._counter) * _SCRAMBLE & _MASK_48).to_bytes(6, "big").hex()
+        return f"{digits[:8]}-{digits[8:]}{self._suffix}"

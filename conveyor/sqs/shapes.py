@@ -134,6 +134,14 @@ def _struct_checker(shape: StructureShape) -> Checker:
     def check_struct(value: Any) -> dict[str, Any]:
         if not isinstance(value, dict):
             raise _Mismatch("structure")
+        # Most structures (batch entries above all) hold only well-typed scalars: then
+        # the value itself is the canonical one, and no copy is made.
+        for name, item in value.items():
+            if type(item) is not scalars.get(name):
+                return check_members(value)
+        return require(value)
+
+    def check_members(value: dict[str, Any]) -> dict[str, Any]:
         out = {}
         for name, item in value.items():
             if item is None:
@@ -151,10 +159,13 @@ def _struct_checker(shape: StructureShape) -> Checker:
                 out[name] = check(item)
             except _Mismatch as exc:
                 raise _Mismatch(exc.expected, _join(name, exc.path)) from None
+        return require(out)
+
+    def require(value: dict[str, Any]) -> dict[str, Any]:
         for name in required:
-            if name not in out:
+            if name not in value:
                 raise MissingParameter(f"The request must contain the parameter {name}.")
-        return out
+        return value
     return check_struct
 
 
