@@ -3,7 +3,9 @@
 `clients` producer processes and as many consumer processes run for `duration_s`,
 each pair on its own queue (or all on one shared queue). A producer stops sending
 while its queue holds `backlog` messages that are sent but not yet deleted, so the
-latency measured is the pipeline's, not that of an ever-growing queue. Consumers
+latency measured is the pipeline's, not that of an ever-growing queue. It waits on a
+semaphore, not in a polling loop: a throttled producer must not spend the CPU that the
+server and the consumers share with it (the slower the server, the longer it waits). Consumers
 stop once every producer of their queue is done and all it sent is deleted, or at
 a hard deadline. Every loop is bounded in time.
 
@@ -28,7 +30,6 @@ from stats import ms, percentile
 
 BATCH_SIZE = 10  # SQS's maximum entries per batch and messages per receive
 ERROR_PAUSE_S = 0.01
-BACKLOG_PAUSE_S = 0.0005
 START_TIMEOUT_S = 60.0  # spawning processes and importing boto3 on a busy 2-core machine
 
 
@@ -91,6 +92,7 @@ class _Shared:
 
     sent: Any
     deleted: Any
+    room: list[Any]  # per queue, a semaphore: messages that may still be sent
     producers_done: Any
     barrier: Any
     results: Any
@@ -99,6 +101,20 @@ class _Shared:
 def _cpu_now() -> float:
     times = os.times()
     return times.user + times.system
+
+
+def _take(room: Any, count: int, deadline: float) -> bool:
+    """Block until `count` messages fit in the backlog; False once the deadline passes."""
+    for taken in range(count):
+        if not room.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            _give(room, taken)
+            return False
+    return True
+
+
+def _give(room: Any, count: int) -> None:
+    for _ in range(count):
+        room.release()
 
 
 def _add(counter: Any, index: int, amount: int) -> None:
@@ -123,17 +139,16 @@ def _producer(cfg: PipelineConfig, endpoint: str, url: str, q: int, shared: _Sha
     shared.barrier.wait(START_TIMEOUT_S)
     start, cpu0 = time.monotonic(), _cpu_now()
     deadline = start + cfg.duration_s
-    while time.monotonic() < deadline:
-        if shared.sent[q] - shared.deleted[q] >= cfg.backlog:
-            time.sleep(BACKLOG_PAUSE_S)
-            continue
+    per_call = BATCH_SIZE if cfg.batched else 1
+    room = shared.room[q]
+    while time.monotonic() < deadline and _take(room, per_call, deadline):
         try:
             accepted, failed = _send_once(client, url, cfg)
         except Exception:  # noqa: BLE001 - any client error is counted, the load goes on
-            errors += 1
+            accepted, failed = 0, 1
             time.sleep(ERROR_PAUSE_S)
-            continue
         errors += failed
+        _give(room, per_call - accepted)
         _add(shared.sent, q, accepted)
     _add(shared.producers_done, q, 1)
     shared.results.put({"role": "producer", "start": start, "errors": errors,
@@ -185,6 +200,7 @@ def _consumer(cfg: PipelineConfig, endpoint: str, url: str, q: int, shared: _Sha
         errors += failed
         if deleted:
             _add(shared.deleted, q, deleted)
+            _give(shared.room[q], deleted)
             last_delete = time.monotonic()
     shared.results.put({"role": "consumer", "start": start, "errors": errors,
                         "last_delete": last_delete, "latencies": latencies,
@@ -215,6 +231,7 @@ def run_pipeline(cfg: PipelineConfig, server_cpu_s: Callable[[], float]) -> Pipe
     ctx = mp.get_context("fork")
     urls = _create_queues(cfg)
     shared = _Shared(ctx.Array("q", cfg.queues), ctx.Array("q", cfg.queues),
+                     [ctx.Semaphore(cfg.backlog) for _ in range(cfg.queues)],
                      ctx.Array("i", cfg.queues), ctx.Barrier(2 * cfg.clients + 1),
                      ctx.Queue())
     procs = []
