@@ -5,9 +5,9 @@ each pair on its own queue (or all on one shared queue). A producer stops sendin
 while its queue holds `backlog` messages that are sent but not yet deleted, so the
 latency measured is the pipeline's, not that of an ever-growing queue. It waits on a
 semaphore, not in a polling loop: a throttled producer must not spend the CPU that the
-server and the consumers share with it (the slower the server, the longer it waits). Consumers
-stop once every producer of their queue is done and all it sent is deleted, or at
-a hard deadline. Every loop is bounded in time.
+server and the consumers share with it (the slower the server, the longer it waits).
+Consumers stop once every producer of their queue is done and all it sent is deleted,
+or at a hard deadline. Every loop is bounded in time.
 
 Against several nodes of one cluster (`endpoints`), pair i sends through node i % n
 and receives through node (i + consumer_shift) % n; without them every process uses
