@@ -18,6 +18,7 @@ from conveyor.server.app import App, ServerSettings
 from conveyor.server.config import ConfigError, declare_queues, load, queue_declarations
 from conveyor.server.http import HttpServer
 from conveyor.service import Service
+from conveyor.sqs import shapes
 from conveyor.sqs.limits import MODES
 from conveyor.store.base import Store, StoreError
 from conveyor.store.sqlite import SqliteStore
@@ -129,6 +130,9 @@ async def serve(settings: dict[str, Any]) -> None:
         http = HttpServer(app.handle, service.limits.max_request_bytes)
         await http.start(settings["host"], settings["port"])
         app.start()
+        # The SQS model is read from botocore's data once, here rather than in the first
+        # request, so that gc.freeze() below keeps its many objects out of collections.
+        shapes.service_model()
         # Requests allocate many short-lived objects and few cycles: collect young
         # objects less often, and never scan what start-up loaded.
         gc.freeze()
