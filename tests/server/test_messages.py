@@ -148,6 +148,32 @@ def test_receive_visibility_override_makes_message_reappear(sqs: Any,
             == first["Attributes"]["ApproximateFirstReceiveTimestamp"])
 
 
+def test_handles_of_a_batch_receive_name_their_message_and_that_receive(
+        sqs: Any, make_queue: QueueFactory) -> None:
+    """One receive of several messages: each handle deletes only its own message, and a
+    later receive of the same messages makes every handle of the earlier one stale (on a
+    standard queue a stale delete succeeds but deletes nothing, as in SQS)."""
+    url = make_queue()
+    sqs.send_message_batch(QueueUrl=url, Entries=[
+        {"Id": str(i), "MessageBody": f"m{i}"} for i in range(3)])
+    earlier = wait_for(lambda: _all_three(sqs, url, VisibilityTimeout=0), timeout_s=10,
+                       what="three messages in one receive")
+    later = wait_for(lambda: _all_three(sqs, url, VisibilityTimeout=300), timeout_s=10,
+                     what="the same three again")
+    assert {m["MessageId"] for m in later} == {m["MessageId"] for m in earlier}
+    for message in earlier:
+        sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+    assert counts(sqs, url) == (0, 3, 0)
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=later[0]["ReceiptHandle"])
+    assert counts(sqs, url) == (0, 2, 0)
+
+
+def _all_three(sqs: Any, url: str, **kwargs: Any) -> list[dict] | None:
+    msgs = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=1,
+                               **kwargs).get("Messages", [])
+    return msgs if len(msgs) == 3 else None
+
+
 def test_queue_visibility_timeout_applies(sqs: Any, make_queue: QueueFactory) -> None:
     url = make_queue(VisibilityTimeout=1)
     sqs.send_message(QueueUrl=url, MessageBody="x")
