@@ -11,6 +11,11 @@ and shared-memory bookkeeping for readers that never exist (about a tenth of the
 server's CPU per message). SQLite's own autocheckpoint then moves the log into the
 database every 1,000 pages, on the event loop: a pause of a few milliseconds, with
 two fsyncs, under sustained load, and a log that never grows past about 4 MB.
+
+The bindings are apsw, not the standard library's sqlite3: they bring a current SQLite
+of their own and cost less per call (sqlite3 releases the GIL around every column it
+reads and adapts every None it binds through a failed attribute lookup); with the
+settings below, a batched message costs about 10 % fewer instructions in all.
 """
 
 from __future__ import annotations
@@ -20,13 +25,13 @@ import contextlib
 import fcntl
 import os
 import random
-import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import IO
 
+import apsw
 import orjson
 
 from conveyor.store.base import (
@@ -130,13 +135,20 @@ _INSERT = (
     " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"
 )
 
-# A message with no attributes and no FIFO keys, its other columns left NULL by default:
-# the sqlite3 module adapts every None it binds through a failed attribute lookup that
-# formats an AttributeError: binding five of them cost 6 % of a batched message's instructions.
-_INSERT_PLAIN = (
-    "INSERT INTO messages (seq, queue_id, message_id, body, md5_body, sent_ms, sender_id,"
-    " visible_at) VALUES (?,?,?,?,?,?,?,?)"
-)
+
+def _configure_sqlite() -> None:
+    """Before any connection: no mutex around each call into a connection (each is used by
+    one thread at a time: the event loop's) and no allocation statistics, whose global
+    mutex SQLite takes on every malloc. Together about 3 % of a message's instructions."""
+    try:
+        apsw.shutdown()
+        apsw.config(apsw.SQLITE_CONFIG_MULTITHREAD)
+        apsw.config(apsw.SQLITE_CONFIG_MEMSTATUS, 0)
+    except apsw.MisuseError:  # a connection was opened first: SQLite's defaults stay
+        pass
+
+
+_configure_sqlite()
 
 _MESSAGE_COLUMNS = (
     "seq, message_id, body, md5_body, attributes, md5_attributes, system, sent_ms, sender_id,"
@@ -155,13 +167,15 @@ class SqliteStore:
         self.path = Path(data_dir)
         self.path.mkdir(parents=True, exist_ok=True)
         self._lock = _lock_directory(self.path)
-        self.db = sqlite3.connect(self.path / "conveyor.db", isolation_level=None,
-                                  check_same_thread=False)
+        self.db = apsw.Connection(str(self.path / "conveyor.db"))
+        # One plan per statement whatever its bound values: otherwise SQLite (built with
+        # STAT4) recompiles the receive's SELECT every time it is bound anew.
+        self.db.config(apsw.SQLITE_DBCONFIG_ENABLE_QPSG, 1)
         # Exclusive locking before the first access to the log, so no -shm file is used.
         for pragma in ("locking_mode=EXCLUSIVE", "journal_mode=WAL", "synchronous=NORMAL",
                        "cache_size=-65536", "temp_store=MEMORY", "foreign_keys=OFF"):
             self.db.execute(f"PRAGMA {pragma}")
-        self.db.executescript(SCHEMA)  # idempotent; executescript commits on its own
+        self.db.execute(SCHEMA)  # idempotent
         with self._write_now():
             self._check_version()
         self._last_seq = self.db.execute("SELECT COALESCE(MAX(seq), 0) FROM messages").fetchone()[0]
@@ -205,7 +219,7 @@ class SqliteStore:
         return _Change(self)
 
     @contextmanager
-    def _write_now(self) -> Iterator[sqlite3.Connection]:
+    def _write_now(self) -> Iterator[apsw.Connection]:
         """A transaction of its own, outside the event loop (start-up)."""
         try:
             self.db.execute("BEGIN IMMEDIATE")
@@ -215,7 +229,7 @@ class SqliteStore:
                 self.db.execute("ROLLBACK")
                 raise
             self.db.execute("COMMIT")
-        except sqlite3.Error as exc:
+        except apsw.Error as exc:
             raise StoreError(f"SQLite: {exc}") from exc
 
     # --- queues ----------------------------------------------------------------------
@@ -299,16 +313,9 @@ class SqliteStore:
                          messages: list[NewMessage]) -> list[SentMessage]:
         """No deduplication to check: one executemany."""
         seqs = [self._next_seq() for _ in messages]
-        if all(m.attributes is None and m.system is None and m.group_id is None
-               for m in messages):
-            sql, rows = _INSERT_PLAIN, [
-                (seq, queue.id, m.message_id, m.body, m.md5_body, m.sent_ms, m.sender_id,
-                 m.visible_at_ms) for seq, m in zip(seqs, messages, strict=True)]
-        else:
-            sql, rows = _INSERT, [_insert_row(seq, queue, m)
-                                  for seq, m in zip(seqs, messages, strict=True)]
+        rows = [_insert_row(seq, queue, m) for seq, m in zip(seqs, messages, strict=True)]
         async with self._write() as db:
-            db.executemany(sql, rows)
+            db.executemany(_INSERT, rows)
         return [SentMessage(m.message_id, seq) for seq, m in zip(seqs, messages, strict=True)]
 
     async def receive(self, queue: QueueRecord, max_messages: int, visibility_ms: int,
@@ -348,7 +355,7 @@ class SqliteStore:
                     (now_ms + visibility_ms, now_ms, receipt, *[m.seq for m in taken]))
         return taken
 
-    def _fifo_candidates(self, db: sqlite3.Connection, queue_id: int, limit: int,
+    def _fifo_candidates(self, db: apsw.Connection, queue_id: int, limit: int,
                          now_ms: int) -> list[tuple]:
         """Visible messages in order, skipping every group that has one in flight."""
         blocked = {row[0] for row in db.execute(
@@ -372,12 +379,14 @@ class SqliteStore:
         floor = -1 if in_flight_at_ms is None else in_flight_at_ms
         rows = [(h.seq, queue.id, h.token, floor) for h in handles]
         async with self._write() as db:
-            if db.executemany(sql, rows).rowcount == len(handles):
+            before = db.total_changes()
+            db.executemany(sql, rows)
+            if db.total_changes() - before == len(handles):
                 return [OK] * len(handles)
             # Slow path: tell stale handles (message still there) from gone messages.
             outcomes = []
             for row in rows:
-                deleted = db.execute(sql, row).rowcount
+                deleted = _changed(db, sql, row)
                 exists = not deleted and db.execute(
                     "SELECT 1 FROM messages WHERE seq=? AND queue_id=?", row[:2]).fetchone()
                 outcomes.append(STALE if exists else OK)
@@ -425,8 +434,8 @@ class SqliteStore:
         async with self._write() as db:
             for queue_id, attributes in db.execute("SELECT id, attributes FROM queues").fetchall():
                 retention_ms = int(orjson.loads(attributes)["MessageRetentionPeriod"]) * 1000
-                removed += db.execute("DELETE FROM messages WHERE queue_id=? AND sent_ms<=?",
-                                      (queue_id, now_ms - retention_ms)).rowcount
+                removed += _changed(db, "DELETE FROM messages WHERE queue_id=? AND sent_ms<=?",
+                                    (queue_id, now_ms - retention_ms))
             db.execute("DELETE FROM dedup WHERE expires_ms<=?", (now_ms,))
             db.execute("DELETE FROM messages WHERE queue_id NOT IN (SELECT id FROM queues)")
         return removed
@@ -443,10 +452,10 @@ class SqliteStore:
     async def move(self, moves: list[tuple[int, int]], now_ms: int) -> int:
         """Move messages (seq → destination queue id) as fresh, visible messages."""
         async with self._write() as db:
-            return sum(db.execute(
-                "UPDATE messages SET queue_id=?, visible_at=?, receive_count=0,"
+            return sum(_changed(
+                db, "UPDATE messages SET queue_id=?, visible_at=?, receive_count=0,"
                 " first_receive_ms=NULL, receipt=NULL, dlq_source_arn=NULL"
-                " WHERE seq=? AND visible_at<=?", (dest, now_ms, seq, now_ms)).rowcount
+                " WHERE seq=? AND visible_at<=?", (dest, now_ms, seq, now_ms))
                 for seq, dest in moves)
 
     async def save_move_task(self, task: MoveTaskRecord) -> None:
@@ -506,6 +515,12 @@ def _queue(row: tuple) -> QueueRecord:
                        purged_s=row[7])
 
 
+def _changed(db: apsw.Connection, sql: str, params: tuple) -> int:
+    """Run one change; how many rows it touched (apsw's cursors have no rowcount)."""
+    db.execute(sql, params)
+    return db.changes()
+
+
 def _json(value: object) -> str:
     return orjson.dumps(value).decode()
 
@@ -519,13 +534,13 @@ class _Group:
     caller in it: none of them was acknowledged yet, and no savepoint per change is paid
     for an error that only a broken disk or a bug produces."""
 
-    def __init__(self, db: sqlite3.Connection) -> None:
+    def __init__(self, db: apsw.Connection) -> None:
         self.db = db
         self.waiters: list[asyncio.Future[None]] = []
         self.open = True
         try:
             db.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as exc:
+        except apsw.Error as exc:
             raise StoreError(f"SQLite: {exc}") from exc
         asyncio.get_running_loop().call_soon(self.commit)
 
@@ -534,7 +549,7 @@ class _Group:
             return
         try:
             self.db.execute("COMMIT")
-        except sqlite3.Error as exc:
+        except apsw.Error as exc:
             self.abort(StoreError(f"SQLite commit failed: {exc}"))
             return
         self.open = False
@@ -544,7 +559,7 @@ class _Group:
 
     def abort(self, error: StoreError) -> None:
         self.open = False
-        with contextlib.suppress(sqlite3.Error):
+        with contextlib.suppress(apsw.Error):
             self.db.execute("ROLLBACK")
         for waiter in self.waiters:
             if not waiter.done():
@@ -560,7 +575,7 @@ class _Change:
     def __init__(self, store: SqliteStore) -> None:
         self.store = store
 
-    async def __aenter__(self) -> sqlite3.Connection:
+    async def __aenter__(self) -> apsw.Connection:
         group = self.store._group
         if group is None or not group.open:
             group = self.store._group = _Group(self.store.db)
@@ -571,11 +586,11 @@ class _Change:
                         tb: object) -> None:
         group = self.group
         if error is not None:
-            failure = StoreError(f"SQLite: {error}") if isinstance(error, sqlite3.Error) else \
+            failure = StoreError(f"SQLite: {error}") if isinstance(error, apsw.Error) else \
                 StoreError(f"change failed: {error!r}")
             if group.open:
                 group.abort(failure)
-            if isinstance(error, sqlite3.Error):
+            if isinstance(error, apsw.Error):
                 raise failure from error
             return  # let the original exception propagate
         if not group.open:  # rolled back by a neighbour's failure before we got here
