@@ -542,7 +542,9 @@ class _Group:
             db.execute("BEGIN IMMEDIATE")
         except apsw.Error as exc:
             raise StoreError(f"SQLite: {exc}") from exc
-        asyncio.get_running_loop().call_soon(self.commit)
+        # Kept for the changes that join: get_running_loop() makes a getpid() system call.
+        self.loop = asyncio.get_running_loop()
+        self.loop.call_soon(self.commit)
 
     def commit(self) -> None:
         if not self.open:
@@ -595,7 +597,7 @@ class _Change:
             return  # let the original exception propagate
         if not group.open:  # rolled back by a neighbour's failure before we got here
             raise StoreError("SQLite: the group commit was rolled back")
-        waiter = asyncio.get_running_loop().create_future()
+        waiter = group.loop.create_future()
         group.waiters.append(waiter)
         await waiter
 
