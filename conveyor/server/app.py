@@ -66,6 +66,7 @@ class App:
         self._announcing: set[asyncio.Task[None]] = set()
         self.stopping = False
         self._request_id = UuidSequence().next
+        self._contexts: dict[tuple[str, str, str], RequestContext] = {}
         self.service.store.on_remote_ready = self.waiters.notify
 
     def _ready(self, queue: QueueRecord, count: int) -> None:
@@ -172,10 +173,16 @@ class App:
         if self.settings.access_keys:
             sigv4.verify(credential, self.settings.access_keys, req.method, req.path,
                          req.query_string.decode("latin-1"), req.headers, req.body)
-        region = credential.region if credential else self.settings.default_region
-        host = req.headers.get("host") or "localhost"
-        return RequestContext(region, self.settings.account_id, f"{req.scheme}://{host}",
-                              credential.access_key if credential else "")
+        key = (credential.region if credential else self.settings.default_region,
+               f"{req.scheme}://{req.headers.get('host') or 'localhost'}",
+               credential.access_key if credential else "")
+        ctx = self._contexts.get(key)
+        if ctx is None:  # a client sends the same key, region and host every time
+            if len(self._contexts) >= 1024:
+                self._contexts.clear()
+            ctx = self._contexts[key] = RequestContext(key[0], self.settings.account_id,
+                                                       key[1], key[2])
+        return ctx
 
     async def _dispatch(self, ctx: RequestContext, call: Call,
                         req: Request) -> dict[str, Any] | None:

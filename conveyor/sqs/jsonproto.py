@@ -30,8 +30,8 @@ def decode(target: str, body: bytes,
         return action, request
     if not action:
         raise InvalidAction(f"Unrecognized operation: {target[:100]}")
-    shape = shapes.input_shape(action)
-    return action, shapes.check_json(shape, _load(body))
+    check = shapes.json_checker(action)  # an unknown action before a malformed body
+    return action, check(_load(body))
 
 
 def _load(body: bytes) -> Any:
