@@ -182,6 +182,7 @@ class SqliteStore:
         # Receipt tokens: unguessable enough to tell receives apart, without a syscall each.
         self._tokens = random.Random(os.urandom(32))
         self._group: _Group | None = None  # the open group commit
+        self._tx = self.db.cursor()  # BEGIN and COMMIT: no new cursor each time
         self._named_locks: dict[str, asyncio.Lock] = {}
 
     def _next_seq(self) -> int:
@@ -534,12 +535,13 @@ class _Group:
     caller in it: none of them was acknowledged yet, and no savepoint per change is paid
     for an error that only a broken disk or a bug produces."""
 
-    def __init__(self, db: apsw.Connection) -> None:
+    def __init__(self, db: apsw.Connection, tx: apsw.Cursor) -> None:
         self.db = db
         self.waiters: list[asyncio.Future[None]] = []
         self.open = True
+        self.tx = tx
         try:
-            db.execute("BEGIN IMMEDIATE")
+            tx.execute("BEGIN IMMEDIATE")
         except apsw.Error as exc:
             raise StoreError(f"SQLite: {exc}") from exc
         # Kept for the changes that join: get_running_loop() makes a getpid() system call.
@@ -550,7 +552,7 @@ class _Group:
         if not self.open:
             return
         try:
-            self.db.execute("COMMIT")
+            self.tx.execute("COMMIT")
         except apsw.Error as exc:
             self.abort(StoreError(f"SQLite commit failed: {exc}"))
             return
@@ -580,7 +582,7 @@ class _Change:
     async def __aenter__(self) -> apsw.Connection:
         group = self.store._group
         if group is None or not group.open:
-            group = self.store._group = _Group(self.store.db)
+            group = self.store._group = _Group(self.store.db, self.store._tx)
         self.group = group
         return group.db
 
