@@ -207,13 +207,18 @@ def _wait_healthy(url: str, proc: subprocess.Popen[bytes], log_path: Path) -> No
 
 
 def start(name: str, log_dir: Path, extra_args: list[str] | None = None,
-          env: dict[str, str] | None = None, label: str | None = None) -> RunningServer:
+          env: dict[str, str] | None = None, label: str | None = None,
+          src: Path | None = None) -> RunningServer:
     """Start server `name` on a free loopback port and wait until it answers.
 
-    env adds to the harness's environment; label names the log file (default: name).
+    env adds to the harness's environment; label names the log file (default: name);
+    src runs Conveyor from another source tree (a worktree of an older commit, say).
     """
     port = free_port()
     launch = LAUNCHERS[name](port, extra_args or [])
+    if src is not None:  # `python -m` puts the working directory first on sys.path
+        launch.cwd = src
+        env = {**(env or {}), "PYTHONPATH": str(src)}
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"{label or name}.log"
     with open(log_path, "wb") as log:

@@ -15,62 +15,39 @@ from __future__ import annotations
 
 import argparse
 import csv
-import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 import peers
 from sqs_load import LoadSettings, run_scenario
 
-REPO_DIR = Path(__file__).resolve().parent.parent
 EVENTS = ("instructions:u", "instructions:k", "cycles:u", "cycles:k")
 
 
 def measure(src: Path, scenario: str, settings: LoadSettings) -> dict[str, float]:
     """One fresh server from `src` under one scenario: the counts per message moved."""
-    port = peers.free_port()
-    data_dir = Path(tempfile.mkdtemp(prefix="conveyor-perfstat-"))
-    out = data_dir / "perf.csv"
-    # cwd=src: `python -m` puts the working directory first on sys.path.
-    server = subprocess.Popen(
-        [sys.executable, "-m", "conveyor", "server", "--port", str(port),
-         "--data-dir", str(data_dir / "data")], cwd=src, stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        env={**os.environ, "PYTHONPATH": str(src)})
+    work = Path(tempfile.mkdtemp(prefix="conveyor-perfstat-"))
+    out = work / "perf.csv"
+    server = peers.start("conveyor", work, src=src)
     perf = None
     try:
-        _wait_healthy(f"http://127.0.0.1:{port}/health")
         perf = subprocess.Popen(["perf", "stat", "-x,", "-e", ",".join(EVENTS), "-p",
                                  str(server.pid), "-o", str(out)], stderr=subprocess.DEVNULL)
         time.sleep(0.2)  # perf attaches before the load starts
-        result = run_scenario(scenario, f"http://127.0.0.1:{port}", settings, lambda: 0.0)
+        result = run_scenario(scenario, server.endpoint, settings, server.cpu_s)
     finally:
         if perf is not None:
             perf.send_signal(signal.SIGINT)
             perf.wait(10)
-        server.terminate()
-        server.wait(10)
+        server.stop()
     counts = _read_counts(out)
-    shutil.rmtree(data_dir, ignore_errors=True)
+    shutil.rmtree(work, ignore_errors=True)
     moved = result["messages_received"]
     return {event: counts.get(event, float("nan")) / max(moved, 1) for event in EVENTS}
-
-
-def _wait_healthy(url: str, timeout_s: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(url, timeout=1):
-                return
-        except OSError:
-            time.sleep(0.1)
-    raise SystemExit(f"{url} did not answer within {timeout_s:.0f} s")
 
 
 def _read_counts(path: Path) -> dict[str, float]:
@@ -93,7 +70,7 @@ def main() -> None:
     args = parser.parse_args()
     if shutil.which("perf") is None:
         raise SystemExit("perf is not installed (Debian: apt install linux-perf)")
-    trees = [*args.src, REPO_DIR]
+    trees = [*args.src, peers.REPO_DIR]
     settings = LoadSettings(duration_s=args.duration)
     print("tree scenario " + " ".join(f"{e}/msg" for e in EVENTS), flush=True)
     for _ in range(args.pairs):

@@ -535,11 +535,11 @@ class _Group:
     caller in it: none of them was acknowledged yet, and no savepoint per change is paid
     for an error that only a broken disk or a bug produces."""
 
-    def __init__(self, db: apsw.Connection, tx: apsw.Cursor) -> None:
-        self.db = db
+    def __init__(self, tx: apsw.Cursor) -> None:
+        self.tx = tx  # the store's cursor for BEGIN and COMMIT
+        self.db = tx.connection
         self.waiters: list[asyncio.Future[None]] = []
         self.open = True
-        self.tx = tx
         try:
             tx.execute("BEGIN IMMEDIATE")
         except apsw.Error as exc:
@@ -582,7 +582,7 @@ class _Change:
     async def __aenter__(self) -> apsw.Connection:
         group = self.store._group
         if group is None or not group.open:
-            group = self.store._group = _Group(self.store.db, self.store._tx)
+            group = self.store._group = _Group(self.store._tx)
         self.group = group
         return group.db
 
