@@ -9,12 +9,13 @@ check an optimisation quickly, and with `--profile` to see where the time goes:
 
     .venv/bin/python bench/inprocess.py [--unbatched] [--messages 20000] [--profile]
 
-Under real load the server costs about twice as much per message as here: between two
-of its requests the client processes run and evict its CPU caches (and on some VMs the
-server's idle CPU is woken cold). `--cold-cache KIB`
-copies that many KiB through memory before each request (its CPU time is not counted),
-which brings these figures close to run.py's; an optimisation that only pays with warm
-caches shows its gain here but not there.
+Under real load the server costs about twice as much per message as here: it goes idle
+after each request and waits for the next one, and waking costs CPU of its own and finds
+the caches cold (on a VM, the host runs other work on an idle vCPU's core; the client
+processes evict them too). `--idle-ms 1` sleeps that long before each request, counted
+as a server's wait is, and brings these figures to run.py's; `--cold-cache KIB` instead
+copies that many KiB through memory before each request (not counted). An optimisation
+that only pays with warm caches shows its gain here but not there.
 """
 
 from __future__ import annotations
@@ -103,7 +104,8 @@ class _Transport:
         pass
 
 
-async def measure(messages: int, unbatched: bool, profile: bool, cold_cache_kib: int) -> float:
+async def measure(messages: int, unbatched: bool, profile: bool, cold_cache_kib: int,
+                  idle_s: float) -> float:
     store = SqliteStore(tempfile.mkdtemp(prefix="conveyor-bench-"))
     service = Service(store, STRICT, Clock())
     http = HttpServer(App(service, ServerSettings()).handle, STRICT.max_request_bytes)
@@ -123,6 +125,8 @@ async def measure(messages: int, unbatched: bool, profile: bool, cold_cache_kib:
     async def answer(raw: bytes) -> bytes:
         if pollute:
             pollute()
+        if idle_s:
+            time.sleep(idle_s)  # blocks the loop, as a server idles between requests
         transport.out.clear()
         connection.data_received(raw)
         while not transport.out:
@@ -170,11 +174,17 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true", help="print a cProfile summary")
     parser.add_argument("--cold-cache", type=int, default=0, metavar="KIB",
                         help="evict the CPU caches before each request by copying KIB KiB")
+    parser.add_argument("--idle-ms", type=float, default=0.0, metavar="MS",
+                        help="sleep MS before each request, as a server waits for the next "
+                             "one under load (the sleep's own CPU is counted)")
     args = parser.parse_args()
-    rate = uvloop.run(measure(args.messages, args.unbatched, args.profile, args.cold_cache))
+    rate = uvloop.run(measure(args.messages, args.unbatched, args.profile, args.cold_cache,
+                              args.idle_ms / 1000))
     kind = "unbatched" if args.unbatched else "batched"
-    caches = f", caches evicted with {args.cold_cache} KiB" if args.cold_cache else ""
-    print(f"{rate:,.0f} messages per CPU-second (in-process, {kind} pipeline{caches}, "
+    conditions = f", caches evicted with {args.cold_cache} KiB" if args.cold_cache else ""
+    if args.idle_ms:
+        conditions += f", idle {args.idle_ms:g} ms before each request"
+    print(f"{rate:,.0f} messages per CPU-second (in-process, {kind} pipeline{conditions}, "
           "including building the delete requests from each receive)")
 
 

@@ -58,6 +58,12 @@ def _read_counts(path: Path) -> dict[str, float]:
     return counts
 
 
+def _counters_supported() -> bool:
+    probe = subprocess.run(["perf", "stat", "-x,", "-e", "instructions:u", "true"],
+                           capture_output=True, text=True)
+    return probe.returncode == 0 and "<not supported>" not in probe.stderr
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--src", type=Path, action="append", default=[],
@@ -70,6 +76,9 @@ def main() -> None:
     args = parser.parse_args()
     if shutil.which("perf") is None:
         raise SystemExit("perf is not installed (Debian: apt install linux-perf)")
+    if not _counters_supported():
+        raise SystemExit("perf cannot read the hardware counters here (a VM that does not "
+                         "expose them?); `perf stat -e instructions:u true` shows why")
     trees = [*args.src, peers.REPO_DIR]
     settings = LoadSettings(duration_s=args.duration)
     print("tree scenario " + " ".join(f"{e}/msg" for e in EVENTS), flush=True)
