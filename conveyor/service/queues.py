@@ -86,8 +86,11 @@ class QueueActions(ServiceBase):
             raise PurgeQueueInProgress(
                 f"Only one PurgeQueue operation on {queue.name} is allowed every "
                 f"{self.limits.purge_cooldown_s} seconds.")
-        await self.store.purge(queue, now_ms)
-        self.forget(queue)
+        queue.purged_s = now_ms // 1000  # refuse another purge while this one runs
+        try:
+            await self.store.purge(queue, now_ms)
+        finally:
+            self.forget(queue)
         self.log.info("purged queue %s", queue.name)
         return {}
 

@@ -97,6 +97,8 @@ CREATE TABLE IF NOT EXISTS messages (
     dlq_source_arn   TEXT             -- set when dead-lettered: the queue it came from
 );
 CREATE INDEX IF NOT EXISTS messages_ready ON messages (queue_id, visible_at);
+-- Retention sweeps and purges find a queue's old messages without reading its backlog.
+CREATE INDEX IF NOT EXISTS messages_sent ON messages (queue_id, sent_ms);
 
 -- FIFO deduplication: a key seen within the interval maps to the message first sent.
 CREATE TABLE IF NOT EXISTS dedup (
@@ -149,6 +151,11 @@ def _configure_sqlite() -> None:
 
 
 _configure_sqlite()
+
+# Bulk deletes (purge, queue deletion, retention) go this many messages per transaction,
+# so that a million of them never hold the event loop, and every other request, for
+# seconds: a chunk takes a few milliseconds.
+DELETE_CHUNK = 1_000
 
 _MESSAGE_COLUMNS = (
     "seq, message_id, body, md5_body, attributes, md5_attributes, system, sent_ms, sender_id,"
@@ -274,6 +281,9 @@ class SqliteStore:
                                        queue.modified_s, queue.purged_s, queue.id))
 
     async def delete_queue(self, queue: QueueRecord, now_s: int) -> None:
+        # The backlog first, a chunk at a time, while the queue still exists (SQS takes
+        # up to 60 s too); then the queue and what was sent meanwhile, at once.
+        await self._delete_messages("queue_id=?", (queue.id,))
         async with self._write() as db:
             db.execute("DELETE FROM queues WHERE id=?", (queue.id,))
             db.execute("DELETE FROM messages WHERE queue_id=?", (queue.id,))
@@ -411,18 +421,28 @@ class SqliteStore:
         return outcomes
 
     async def purge(self, queue: QueueRecord, now_ms: int) -> None:
+        # The purge time is committed first: should the server stop half-way, the
+        # retention sweep deletes the rest (see `expire`).
         async with self._write() as db:
-            db.execute("DELETE FROM messages WHERE queue_id=? AND sent_ms<=?", (queue.id, now_ms))
             db.execute("UPDATE queues SET purged_s=? WHERE id=?", (now_ms // 1000, queue.id))
+        await self._delete_messages("queue_id=? AND sent_ms<=?", (queue.id, now_ms))
 
     async def counts(self, queue: QueueRecord, now_ms: int) -> Counts:
-        row = self.db.execute(
+        # All messages by state, read off the ready index (rows are read only for those
+        # not visible), less the expired ones the sweep has not deleted yet.
+        everything = self.db.execute(
+            "SELECT (SELECT count(*) FROM messages WHERE queue_id=:q AND visible_at<=:now),"
+            " (SELECT count(*) FROM messages WHERE queue_id=:q AND visible_at>:now"
+            "  AND receive_count>0),"
+            " (SELECT count(*) FROM messages WHERE queue_id=:q AND visible_at>:now"
+            "  AND receive_count=0)", {"q": queue.id, "now": now_ms}).fetchone()
+        expired = self.db.execute(
             "SELECT COALESCE(SUM(visible_at<=:now),0),"
             " COALESCE(SUM(visible_at>:now AND receive_count>0),0),"
             " COALESCE(SUM(visible_at>:now AND receive_count=0),0)"
-            " FROM messages WHERE queue_id=:q AND sent_ms>:cutoff",
+            " FROM messages WHERE queue_id=:q AND sent_ms<=:cutoff",
             {"now": now_ms, "q": queue.id, "cutoff": now_ms - queue.retention_ms}).fetchone()
-        return Counts(*row)
+        return Counts(*(n - gone for n, gone in zip(everything, expired, strict=True)))
 
     async def next_visible_ms(self, queue: QueueRecord, now_ms: int) -> int | None:
         row = self.db.execute("SELECT MIN(visible_at) FROM messages WHERE queue_id=?"
@@ -430,16 +450,45 @@ class SqliteStore:
         return row[0]
 
     async def expire(self, now_ms: int) -> int:
-        """Delete messages past their queue's retention and stale dedup entries."""
+        """Delete messages past their queue's retention, or sent before a purge that
+        did not finish, and stale dedup entries."""
         removed = 0
+        queues = self.db.execute("SELECT id, attributes, purged_s FROM queues").fetchall()
+        for queue_id, attributes, purged_s in queues:
+            retention_ms = int(orjson.loads(attributes)["MessageRetentionPeriod"]) * 1000
+            # purged_s is whole seconds: what was sent before that second was purged.
+            cutoff = max(now_ms - retention_ms, purged_s * 1000 - 1)
+            removed += await self._delete_messages("queue_id=? AND sent_ms<=?",
+                                                   (queue_id, cutoff))
+        # Messages of a queue that is gone (moved to it as it was deleted): a new queue
+        # may take its id.
+        for queue_id in self._message_queue_ids() - {row[0] for row in queues}:
+            await self._delete_messages("queue_id=?", (queue_id,))
         async with self._write() as db:
-            for queue_id, attributes in db.execute("SELECT id, attributes FROM queues").fetchall():
-                retention_ms = int(orjson.loads(attributes)["MessageRetentionPeriod"]) * 1000
-                removed += _changed(db, "DELETE FROM messages WHERE queue_id=? AND sent_ms<=?",
-                                    (queue_id, now_ms - retention_ms))
             db.execute("DELETE FROM dedup WHERE expires_ms<=?", (now_ms,))
-            db.execute("DELETE FROM messages WHERE queue_id NOT IN (SELECT id FROM queues)")
         return removed
+
+    def _message_queue_ids(self) -> set[int]:
+        """The queue ids that messages name, one index probe per id."""
+        ids: set[int] = set()
+        last = -1
+        sql = "SELECT queue_id FROM messages WHERE queue_id>? ORDER BY queue_id LIMIT 1"
+        while row := self.db.execute(sql, (last,)).fetchone():
+            last = row[0]
+            ids.add(last)
+        return ids
+
+    async def _delete_messages(self, where: str, params: tuple) -> int:
+        """Delete the messages `where` matches, DELETE_CHUNK per transaction; how many."""
+        sql = (f"DELETE FROM messages WHERE seq IN (SELECT seq FROM messages WHERE {where}"
+               f" LIMIT {DELETE_CHUNK})")
+        removed = 0
+        while True:
+            async with self._write() as db:
+                chunk = _changed(db, sql, params)
+            removed += chunk
+            if chunk < DELETE_CHUNK:
+                return removed
 
     # --- move tasks ------------------------------------------------------------------
 

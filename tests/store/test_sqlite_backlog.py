@@ -1,0 +1,141 @@
+"""The SQLite store with a big backlog: bulk deletes (purge, queue deletion, retention)
+go a chunk per transaction, so other requests are served while they run, and the
+counts and the retention sweep find what they need without reading the whole queue."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from conveyor.store.base import Counts, NewMessage, QueueRecord
+from conveyor.store.sqlite import DELETE_CHUNK, SqliteStore
+
+RETENTION_S = 60
+ATTRIBUTES = {"MessageRetentionPeriod": str(RETENTION_S), "VisibilityTimeout": "30",
+              "DelaySeconds": "0"}
+BACKLOG = 5 * DELETE_CHUNK + 7
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _message(body: str, sent_ms: int, visible_at_ms: int | None = None) -> NewMessage:
+    return NewMessage(message_id=body, body=body, md5_body="", attributes=None,
+                      md5_attributes=None, system=None, sent_ms=sent_ms, sender_id="test",
+                      visible_at_ms=sent_ms if visible_at_ms is None else visible_at_ms)
+
+
+async def _fill(store: SqliteStore, queue: QueueRecord, count: int, sent_ms: int,
+                prefix: str = "old") -> None:
+    for start in range(0, count, 500):
+        batch = [_message(f"{prefix}-{i}", sent_ms) for i in range(start, min(start + 500, count))]
+        await store.send(queue, batch, sent_ms, 300_000)
+
+
+def _bodies(store: SqliteStore, queue: QueueRecord) -> set[str]:
+    return {row[0] for row in store.db.execute("SELECT body FROM messages WHERE queue_id=?",
+                                               (queue.id,))}
+
+
+def _run(tmp_path: Path, scenario: Callable[[SqliteStore], Awaitable[None]]) -> None:
+    async def main() -> None:
+        store = SqliteStore(tmp_path)
+        try:
+            await scenario(store)
+        finally:
+            await store.close()
+
+    asyncio.run(main())
+
+
+async def _served_meanwhile(store: SqliteStore, queue: QueueRecord,
+                            bulk: Awaitable[object]) -> asyncio.Task[object]:
+    """Start `bulk`, then send one message: the send must be answered while the bulk
+    delete is still going (in one transaction, the send would wait for all of it)."""
+    task = asyncio.ensure_future(bulk)
+    await asyncio.sleep(0)  # the bulk delete starts first
+    await store.send(queue, [_message("during", _now_ms())], _now_ms(), 300_000)
+    assert not task.done(), "the send waited for the whole bulk delete"
+    await task
+    return task
+
+
+def test_purge_of_a_big_queue_serves_others_meanwhile(tmp_path: Path) -> None:
+    async def scenario(store: SqliteStore) -> None:
+        queue = await store.create_queue("us-east-1", "big", ATTRIBUTES, {}, 0)
+        other = await store.create_queue("us-east-1", "other", ATTRIBUTES, {}, 0)
+        await _fill(store, queue, BACKLOG, _now_ms() - 1000)
+        await _fill(store, other, 3, _now_ms() - 1000)
+        await _served_meanwhile(store, queue, store.purge(queue, _now_ms() - 1))
+        assert _bodies(store, queue) == {"during"}  # sent after the purge: kept
+        assert len(_bodies(store, other)) == 3
+        refreshed = await store.get_queue("us-east-1", "big")
+        assert refreshed is not None and refreshed.purged_s > 0
+
+    _run(tmp_path, scenario)
+
+
+def test_deleting_a_big_queue_serves_others_meanwhile(tmp_path: Path) -> None:
+    async def scenario(store: SqliteStore) -> None:
+        queue = await store.create_queue("us-east-1", "big", ATTRIBUTES, {}, 0)
+        await _fill(store, queue, BACKLOG, _now_ms())
+        await _served_meanwhile(store, queue, store.delete_queue(queue, _now_ms() // 1000))
+        assert await store.get_queue("us-east-1", "big") is None
+        assert _bodies(store, queue) == set()  # what was sent meanwhile went with it
+
+    _run(tmp_path, scenario)
+
+
+def test_retention_sweep_deletes_the_expired_a_chunk_at_a_time(tmp_path: Path) -> None:
+    async def scenario(store: SqliteStore) -> None:
+        queue = await store.create_queue("us-east-1", "big", ATTRIBUTES, {}, 0)
+        now = _now_ms()
+        await _fill(store, queue, BACKLOG, now - RETENTION_S * 1000 - 1)
+        await _fill(store, queue, 4, now - RETENTION_S * 1000 + 5000, prefix="young")
+        task = await _served_meanwhile(store, queue, store.expire(now))
+        assert task.result() == BACKLOG
+        assert _bodies(store, queue) == {"during", *(f"young-{i}" for i in range(4))}
+
+    _run(tmp_path, scenario)
+
+
+def test_the_sweep_finishes_a_purge_that_was_cut_short(tmp_path: Path) -> None:
+    """The purge time is committed before its deletes: after a crash half-way, the
+    retention sweep deletes what was sent before the purge's second, and no more."""
+    async def scenario(store: SqliteStore) -> None:
+        queue = await store.create_queue("us-east-1", "q", ATTRIBUTES, {}, 0)
+        purge_s = _now_ms() // 1000 - 10
+        await _fill(store, queue, 3, purge_s * 1000 - 2000, prefix="before")
+        await _fill(store, queue, 2, purge_s * 1000 + 1, prefix="after")
+        queue.purged_s = purge_s  # as the purge's first transaction leaves it
+        await store.update_queue(queue)
+        assert await store.expire(_now_ms()) == 3
+        assert _bodies(store, queue) == {"after-0", "after-1"}
+
+    _run(tmp_path, scenario)
+
+
+def test_counts_leave_out_expired_messages_in_every_state(tmp_path: Path) -> None:
+    async def scenario(store: SqliteStore) -> None:
+        queue = await store.create_queue("us-east-1", "q", ATTRIBUTES, {}, 0)
+        now = _now_ms()
+        old = now - RETENTION_S * 1000 - 1  # expired, not yet swept
+        young = now - 1000
+        for sent in (old, young):
+            await store.send(queue, [_message(f"visible-{sent}-{i}", sent) for i in range(3)],
+                             sent, 300_000)
+            await store.send(queue, [_message(f"delayed-{sent}", sent, now + 60_000)],
+                             sent, 300_000)
+        assert await store.counts(queue, now) == Counts(visible=3, in_flight=0, delayed=1)
+        # Two of each age in flight, as a receive leaves them (a receive itself would
+        # delete the expired ones it meets).
+        store.db.execute("UPDATE messages SET receive_count=1, visible_at=? WHERE body IN"
+                         " (?, ?, ?, ?)", (now + 30_000, f"visible-{old}-0",
+                                           f"visible-{old}-1", f"visible-{young}-0",
+                                           f"visible-{young}-1"))
+        assert await store.counts(queue, now) == Counts(visible=1, in_flight=2, delayed=1)
+
+    _run(tmp_path, scenario)
