@@ -99,6 +99,9 @@ CREATE TABLE IF NOT EXISTS messages (
 CREATE INDEX IF NOT EXISTS messages_ready ON messages (queue_id, visible_at);
 -- Retention sweeps and purges find a queue's old messages without reading its backlog.
 CREATE INDEX IF NOT EXISTS messages_sent ON messages (queue_id, sent_ms);
+-- A FIFO receive scans the queue's head in order, reading only this index.
+CREATE INDEX IF NOT EXISTS messages_fifo ON messages (queue_id, seq, group_id, visible_at)
+    WHERE group_id IS NOT NULL;
 
 -- FIFO deduplication: a key seen within the interval maps to the message first sent.
 CREATE TABLE IF NOT EXISTS dedup (
@@ -156,6 +159,22 @@ _configure_sqlite()
 # so that a million of them never hold the event loop, and every other request, for
 # seconds: a chunk takes a few milliseconds.
 DELETE_CHUNK = 1_000
+
+# As SQS does, a FIFO receive looks for available groups among the queue's first 120,000
+# messages only: a backlog in one group holds back groups sent after it.
+FIFO_SCAN = 120_000
+
+# The queue's head in order (run as a co-routine: it stops once `limit` are found),
+# less the messages not visible yet and every group with a message in flight.
+_FIFO_CANDIDATES = """
+SELECT head.seq FROM (
+    SELECT seq, group_id, visible_at FROM messages INDEXED BY messages_fifo
+    WHERE queue_id=:q AND group_id IS NOT NULL ORDER BY seq LIMIT :scan) AS head
+WHERE head.visible_at<=:now AND head.group_id NOT IN (
+    SELECT group_id FROM messages WHERE queue_id=:q AND visible_at>:now
+    AND receive_count>0 AND group_id IS NOT NULL)
+LIMIT :limit
+"""
 
 _MESSAGE_COLUMNS = (
     "seq, message_id, body, md5_body, attributes, md5_attributes, system, sent_ms, sender_id,"
@@ -368,19 +387,14 @@ class SqliteStore:
 
     def _fifo_candidates(self, db: apsw.Connection, queue_id: int, limit: int,
                          now_ms: int) -> list[tuple]:
-        """Visible messages in order, skipping every group that has one in flight."""
-        blocked = {row[0] for row in db.execute(
-            "SELECT DISTINCT group_id FROM messages WHERE queue_id=? AND visible_at>?"
-            " AND receive_count>0", (queue_id, now_ms))}
-        picked: list[tuple] = []
-        rows = db.execute(f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE queue_id=?"
-                          " AND visible_at<=? ORDER BY seq", (queue_id, now_ms))
-        for row in rows:
-            if row[12] not in blocked:
-                picked.append(row)
-                if len(picked) == limit:
-                    break
-        return picked
+        """Visible messages in order among the first FIFO_SCAN, skipping every group that
+        has one in flight."""
+        seqs = [row[0] for row in db.execute(_FIFO_CANDIDATES, {
+            "q": queue_id, "now": now_ms, "scan": FIFO_SCAN, "limit": limit})]
+        if not seqs:
+            return []
+        return db.execute(f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE seq IN"
+                          f" ({','.join('?' * len(seqs))}) ORDER BY seq", seqs).fetchall()
 
     async def delete(self, queue: QueueRecord, handles: list[Handle],
                      in_flight_at_ms: int | None = None) -> list[str]:

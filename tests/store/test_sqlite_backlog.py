@@ -1,6 +1,7 @@
 """The SQLite store with a big backlog: bulk deletes (purge, queue deletion, retention)
-go a chunk per transaction, so other requests are served while they run, and the
-counts and the retention sweep find what they need without reading the whole queue."""
+go a chunk per transaction, so other requests are served while they run; the counts,
+the retention sweep and a FIFO receive find what they need without reading the whole
+queue."""
 
 from __future__ import annotations
 
@@ -9,6 +10,9 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+import pytest
+
+from conveyor.store import sqlite
 from conveyor.store.base import Counts, NewMessage, QueueRecord
 from conveyor.store.sqlite import DELETE_CHUNK, SqliteStore
 
@@ -22,10 +26,12 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def _message(body: str, sent_ms: int, visible_at_ms: int | None = None) -> NewMessage:
+def _message(body: str, sent_ms: int, visible_at_ms: int | None = None,
+             group_id: str | None = None) -> NewMessage:
     return NewMessage(message_id=body, body=body, md5_body="", attributes=None,
                       md5_attributes=None, system=None, sent_ms=sent_ms, sender_id="test",
-                      visible_at_ms=sent_ms if visible_at_ms is None else visible_at_ms)
+                      visible_at_ms=sent_ms if visible_at_ms is None else visible_at_ms,
+                      group_id=group_id)
 
 
 async def _fill(store: SqliteStore, queue: QueueRecord, count: int, sent_ms: int,
@@ -137,5 +143,29 @@ def test_counts_leave_out_expired_messages_in_every_state(tmp_path: Path) -> Non
                                            f"visible-{old}-1", f"visible-{young}-0",
                                            f"visible-{young}-1"))
         assert await store.counts(queue, now) == Counts(visible=1, in_flight=2, delayed=1)
+
+    _run(tmp_path, scenario)
+
+
+def test_a_fifo_receive_looks_at_the_queues_head_only(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """As in SQS (which scans the first 120,000 messages): a backlog in a group with a
+    message in flight holds back the groups sent after the scanned head."""
+    monkeypatch.setattr(sqlite, "FIFO_SCAN", 20)
+
+    async def scenario(store: SqliteStore) -> None:
+        queue = await store.create_queue("us-east-1", "q.fifo", ATTRIBUTES, {}, 0)
+        now = _now_ms()
+        await store.send(queue, [_message(f"a-{i}", now, group_id="a") for i in range(25)],
+                         now, 300_000)
+        await store.send(queue, [_message("b-0", now, group_id="b")], now, 300_000)
+
+        async def receive() -> list[str]:
+            return [m.body for m in await store.receive(queue, 10, 30_000, now, None)]
+
+        assert await receive() == [f"a-{i}" for i in range(10)]  # group a now in flight
+        assert await receive() == []  # b-0 is the 26th message: beyond the scan
+        monkeypatch.setattr(sqlite, "FIFO_SCAN", 26)
+        assert await receive() == ["b-0"]
 
     _run(tmp_path, scenario)
