@@ -507,9 +507,11 @@ class SqliteStore:
     # --- move tasks ------------------------------------------------------------------
 
     async def movable(self, queue: QueueRecord, limit: int, now_ms: int) -> list[StoredMessage]:
+        # Oldest first in the sent index's order, which stops at `limit`: ordering by
+        # seq would sort the whole backlog of a big dead-letter queue at every step.
         rows = self.db.execute(
             f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE queue_id=? AND visible_at<=?"
-            " AND sent_ms>? ORDER BY seq LIMIT ?",
+            " AND sent_ms>? ORDER BY sent_ms, seq LIMIT ?",
             (queue.id, now_ms, now_ms - queue.retention_ms, limit)).fetchall()
         return [StoredMessage(*r) for r in rows]
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from conveyor.store import sqlite
-from conveyor.store.base import Counts, NewMessage, QueueRecord
+from conveyor.store.base import Counts, Handle, NewMessage, QueueRecord, Redrive
 from conveyor.store.sqlite import DELETE_CHUNK, SqliteStore
 
 RETENTION_S = 60
@@ -167,5 +167,46 @@ def test_a_fifo_receive_looks_at_the_queues_head_only(tmp_path: Path,
         assert await receive() == []  # b-0 is the 26th message: beyond the scan
         monkeypatch.setattr(sqlite, "FIFO_SCAN", 26)
         assert await receive() == ["b-0"]
+
+    _run(tmp_path, scenario)
+
+
+def test_no_statement_scans_or_sorts_the_messages_table(tmp_path: Path) -> None:
+    """Every statement the store runs on messages, for every operation on a standard and
+    a FIFO queue, reads through an index in order: none reads the whole table, and none
+    sorts a queue's backlog (a FIFO receive or a move step once sorted a million rows)."""
+    async def scenario(store: SqliteStore) -> None:
+        statements: list[tuple[str, object]] = []
+
+        def trace(cursor: object, sql: str, bindings: object) -> bool:
+            statements.append((sql, bindings))
+            return True
+
+        store.db.exec_trace = trace
+        now = _now_ms()
+        for name in ("q", "q.fifo"):
+            group = "g" if name.endswith(".fifo") else None
+            queue = await store.create_queue("us-east-1", name, ATTRIBUTES, {}, 0)
+            messages = [_message(f"{name}-{i}", now, group_id=group) for i in range(2)]
+            await store.send(queue, messages, now, 300_000)
+            taken = await store.receive(queue, 10, 30_000, now, Redrive(5, queue.id, "arn"))
+            await store.change_visibility(queue, [Handle(taken[0].seq, taken[0].receipt or "",
+                                                         now + 1000)], now)
+            await store.delete(queue, [Handle(m.seq, m.receipt or "") for m in taken], now)
+            await store.counts(queue, now)
+            await store.next_visible_ms(queue, now)
+            await store.move([(m.seq, queue.id) for m in await store.movable(queue, 10, now)],
+                             now)
+            await store.purge(queue, now)
+            await store.expire(now)
+            await store.delete_queue(queue, now // 1000)
+        store.db.exec_trace = None
+
+        on_messages = [(sql, b) for sql, b in statements if "messages" in sql]
+        assert len(on_messages) > 20
+        for sql, bindings in on_messages:
+            plan = [row[3] for row in store.db.execute("EXPLAIN QUERY PLAN " + sql, bindings)]
+            assert not [step for step in plan if "SCAN messages" in step
+                        or "TEMP B-TREE" in step], (sql, plan)
 
     _run(tmp_path, scenario)
