@@ -474,10 +474,12 @@ class SqliteStore:
             cutoff = max(now_ms - retention_ms, purged_s * 1000 - 1)
             removed += await self._delete_messages("queue_id=? AND sent_ms<=?",
                                                    (queue_id, cutoff))
-        # Messages of a queue that is gone (moved to it as it was deleted): a new queue
-        # may take its id.
-        for queue_id in self._message_queue_ids() - {row[0] for row in queues}:
-            await self._delete_messages("queue_id=?", (queue_id,))
+        # Messages of a queue that is gone (moved to it as it was deleted), before a new
+        # queue takes its id: each chunk checks again that the queue is still gone.
+        live = {row[0] for row in self.db.execute("SELECT id FROM queues")}
+        for queue_id in self._message_queue_ids() - live:
+            await self._delete_messages("queue_id=? AND queue_id NOT IN (SELECT id FROM"
+                                        " queues)", (queue_id,))
         async with self._write() as db:
             db.execute("DELETE FROM dedup WHERE expires_ms<=?", (now_ms,))
         return removed

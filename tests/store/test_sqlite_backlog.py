@@ -124,6 +124,22 @@ def test_the_sweep_finishes_a_purge_that_was_cut_short(tmp_path: Path) -> None:
     _run(tmp_path, scenario)
 
 
+def test_the_sweep_deletes_messages_whose_queue_is_gone(tmp_path: Path) -> None:
+    """A move into a queue as it is deleted leaves messages naming no queue; the sweep
+    deletes them before a new queue can take that id."""
+    async def scenario(store: SqliteStore) -> None:
+        gone = await store.create_queue("us-east-1", "gone", ATTRIBUTES, {}, 0)
+        kept = await store.create_queue("us-east-1", "kept", ATTRIBUTES, {}, 0)
+        await _fill(store, gone, DELETE_CHUNK + 1, _now_ms(), prefix="orphan")
+        await _fill(store, kept, 2, _now_ms(), prefix="kept")
+        store.db.execute("DELETE FROM queues WHERE id=?", (gone.id,))
+        await store.expire(_now_ms())
+        assert _bodies(store, gone) == set()
+        assert _bodies(store, kept) == {"kept-0", "kept-1"}
+
+    _run(tmp_path, scenario)
+
+
 def test_counts_leave_out_expired_messages_in_every_state(tmp_path: Path) -> None:
     async def scenario(store: SqliteStore) -> None:
         queue = await store.create_queue("us-east-1", "q", ATTRIBUTES, {}, 0)
