@@ -118,6 +118,10 @@ CREATE TABLE conveyor_leases (
     data        TEXT NOT NULL,     -- opaque (periodic tasks: last enqueued times)
     PRIMARY KEY (region, name)
 );
+"""), (3, """
+-- A FIFO receive scans the queue's head in order (the first FIFO_SCAN messages).
+CREATE INDEX conveyor_messages_fifo ON conveyor_messages (queue_id, seq)
+    WHERE group_id IS NOT NULL;
 """)]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 _MIGRATION_LOCK = 0x636F6E76  # advisory lock key: one node migrates at a time
@@ -130,6 +134,10 @@ _INSERT = (
     " md5_attributes, system, sent_ms, sender_id, visible_at, group_id, dedup_key)"
     " VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12) RETURNING seq"
 )
+# As SQS does, a FIFO receive looks for available groups among the queue's first 120,000
+# messages only: a backlog in one group holds back groups sent after it.
+FIFO_SCAN = 120_000
+
 _DB_NOW_MS = "SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint"
 
 
@@ -343,24 +351,24 @@ class PostgresStore:
         async with self._tx() as db:
             if queue.fifo:
                 await db.execute("SELECT pg_advisory_xact_lock($1)", queue.id)
-            if redrive is not None:
+                found = await self._fifo_candidates(db, queue.id, max_messages, now_ms, cutoff)
+            else:
+                found = await db.fetch(
+                    "SELECT seq, receive_count FROM conveyor_messages WHERE queue_id=$1 AND"
+                    " visible_at<=$2 AND sent_ms>$3 ORDER BY visible_at LIMIT $4"
+                    " FOR UPDATE SKIP LOCKED", queue.id, now_ms, cutoff, max_messages)
+            # Of the messages found, those received too often go to the dead-letter queue
+            # instead (SQS moves a message when a receive would return it once too often).
+            spent = ([r["seq"] for r in found if r["receive_count"] >= redrive.max_receive_count]
+                     if redrive else [])
+            if redrive and spent:
                 moved = await db.fetch(
                     "UPDATE conveyor_messages SET queue_id=$1, visible_at=$2, receive_count=0,"
-                    " first_receive_ms=NULL, receipt=NULL, dlq_source_arn=$3 WHERE seq IN ("
-                    " SELECT seq FROM conveyor_messages WHERE queue_id=$4 AND visible_at<=$2"
-                    " AND receive_count>=$5 AND sent_ms>$6 FOR UPDATE SKIP LOCKED)"
-                    " RETURNING message_id",
-                    redrive.dead_letter_queue_id, now_ms, redrive.source_arn, queue.id,
-                    redrive.max_receive_count, cutoff)
+                    " first_receive_ms=NULL, receipt=NULL, dlq_source_arn=$3"
+                    " WHERE seq = ANY($4::bigint[]) RETURNING message_id",
+                    redrive.dead_letter_queue_id, now_ms, redrive.source_arn, spent)
                 redrive.moved += [r["message_id"] for r in moved]
-            if queue.fifo:
-                candidates = await self._fifo_candidates(db, queue.id, max_messages, now_ms,
-                                                         cutoff)
-            else:
-                candidates = [r["seq"] for r in await db.fetch(
-                    "SELECT seq FROM conveyor_messages WHERE queue_id=$1 AND visible_at<=$2"
-                    " AND sent_ms>$3 ORDER BY visible_at LIMIT $4 FOR UPDATE SKIP LOCKED",
-                    queue.id, now_ms, cutoff, max_messages)]
+            candidates = [r["seq"] for r in found if r["seq"] not in spent]
             if not candidates:
                 return []
             rows = await db.fetch(
@@ -373,14 +381,16 @@ class PostgresStore:
         return sorted((StoredMessage(*r) for r in rows), key=lambda m: order[m.seq])
 
     async def _fifo_candidates(self, db: asyncpg.Connection, queue_id: int, limit: int,
-                               now_ms: int, cutoff: int) -> list[int]:
-        """Visible messages in order, skipping every group with a message in flight."""
-        rows = await db.fetch(
-            "SELECT seq FROM conveyor_messages m WHERE queue_id=$1 AND visible_at<=$2"
-            " AND sent_ms>$3 AND NOT EXISTS (SELECT 1 FROM conveyor_messages f WHERE"
-            " f.queue_id=$1 AND f.group_id=m.group_id AND f.visible_at>$2 AND"
-            " f.receive_count>0) ORDER BY seq LIMIT $4", queue_id, now_ms, cutoff, limit)
-        return [r["seq"] for r in rows]
+                               now_ms: int, cutoff: int) -> list[asyncpg.Record]:
+        """Visible messages in order among the first FIFO_SCAN (as SQS scans), skipping
+        every group with a message in flight."""
+        return await db.fetch(
+            "SELECT seq, receive_count FROM (SELECT seq, group_id, visible_at, sent_ms,"
+            " receive_count FROM conveyor_messages WHERE queue_id=$1 AND group_id IS NOT NULL"
+            " ORDER BY seq LIMIT $5) AS head WHERE visible_at<=$2 AND sent_ms>$3"
+            " AND group_id NOT IN (SELECT group_id FROM conveyor_messages WHERE queue_id=$1"
+            " AND visible_at>$2 AND receive_count>0 AND group_id IS NOT NULL)"
+            " ORDER BY seq LIMIT $4", queue_id, now_ms, cutoff, limit, FIFO_SCAN)
 
     async def delete(self, queue: QueueRecord, handles: list[Handle],
                      in_flight_at_ms: int | None = None) -> list[str]:

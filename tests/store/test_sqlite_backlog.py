@@ -1,7 +1,7 @@
 """The SQLite store with a big backlog: bulk deletes (purge, queue deletion, retention)
 go a chunk per transaction, so other requests are served while they run; the counts,
 the retention sweep and a FIFO receive find what they need without reading the whole
-queue."""
+queue (tests/store/test_receive.py checks the receive on both stores)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,6 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-import pytest
-
-from conveyor.store import sqlite
 from conveyor.store.base import Counts, Handle, NewMessage, QueueRecord, Redrive
 from conveyor.store.sqlite import DELETE_CHUNK, SqliteStore
 
@@ -159,30 +156,6 @@ def test_counts_leave_out_expired_messages_in_every_state(tmp_path: Path) -> Non
                                            f"visible-{old}-1", f"visible-{young}-0",
                                            f"visible-{young}-1"))
         assert await store.counts(queue, now) == Counts(visible=1, in_flight=2, delayed=1)
-
-    _run(tmp_path, scenario)
-
-
-def test_a_fifo_receive_looks_at_the_queues_head_only(tmp_path: Path,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    """As in SQS (which scans the first 120,000 messages): a backlog in a group with a
-    message in flight holds back the groups sent after the scanned head."""
-    monkeypatch.setattr(sqlite, "FIFO_SCAN", 20)
-
-    async def scenario(store: SqliteStore) -> None:
-        queue = await store.create_queue("us-east-1", "q.fifo", ATTRIBUTES, {}, 0)
-        now = _now_ms()
-        await store.send(queue, [_message(f"a-{i}", now, group_id="a") for i in range(25)],
-                         now, 300_000)
-        await store.send(queue, [_message("b-0", now, group_id="b")], now, 300_000)
-
-        async def receive() -> list[str]:
-            return [m.body for m in await store.receive(queue, 10, 30_000, now, None)]
-
-        assert await receive() == [f"a-{i}" for i in range(10)]  # group a now in flight
-        assert await receive() == []  # b-0 is the 26th message: beyond the scan
-        monkeypatch.setattr(sqlite, "FIFO_SCAN", 26)
-        assert await receive() == ["b-0"]
 
     _run(tmp_path, scenario)
 

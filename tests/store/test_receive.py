@@ -1,0 +1,91 @@
+"""What a receive looks at, on both stores: a FIFO receive scans the queue's head only,
+as SQS does, and a receive dead-letters only the messages it would have returned, so
+that neither reads a whole backlog."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import pytest
+
+from conveyor.store import postgres, sqlite
+from conveyor.store.base import NewMessage, Redrive, Store
+from tests.support import CREATED_SCHEMAS, POSTGRES_URL, STORES, require_postgres
+
+ATTRIBUTES = {"MessageRetentionPeriod": "345600", "VisibilityTimeout": "30",
+              "DelaySeconds": "0"}
+
+
+def _message(body: str, now_ms: int, group_id: str | None = None) -> NewMessage:
+    return NewMessage(message_id=body, body=body, md5_body="", attributes=None,
+                      md5_attributes=None, system=None, sent_ms=now_ms, sender_id="test",
+                      visible_at_ms=now_ms, group_id=group_id)
+
+
+def _run(kind: str, tmp_path: Path, scenario: Callable[[Store], Awaitable[None]]) -> None:
+    async def main() -> None:
+        if kind == "sqlite":
+            store: Store = sqlite.SqliteStore(tmp_path)
+        else:
+            schema = "t_" + os.urandom(6).hex()
+            CREATED_SCHEMAS.append(schema)
+            store = await postgres.PostgresStore(f"{POSTGRES_URL}?schema={schema}").open()
+        try:
+            await scenario(store)
+        finally:
+            await store.close()
+
+    if kind == "postgresql":
+        require_postgres()
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("kind", STORES)
+def test_a_fifo_receive_looks_at_the_queues_head_only(kind: str, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """SQS scans the first 120,000 messages of a FIFO queue for available groups: a
+    backlog in a group with a message in flight holds back the groups sent after it."""
+    module = sqlite if kind == "sqlite" else postgres
+    monkeypatch.setattr(module, "FIFO_SCAN", 20)
+
+    async def scenario(store: Store) -> None:
+        queue = await store.create_queue("us-east-1", "q.fifo", ATTRIBUTES, {}, 0)
+        now = int(time.time() * 1000)
+        await store.send(queue, [_message(f"a-{i}", now, "a") for i in range(25)], now, 300_000)
+        await store.send(queue, [_message("b-0", now, "b")], now, 300_000)
+
+        async def receive() -> list[str]:
+            return [m.body for m in await store.receive(queue, 10, 30_000, now, None)]
+
+        assert await receive() == [f"a-{i}" for i in range(10)]  # group a now in flight
+        assert await receive() == []  # b-0 is the 26th message: beyond the scan
+        monkeypatch.setattr(module, "FIFO_SCAN", 26)
+        assert await receive() == ["b-0"]
+
+    _run(kind, tmp_path, scenario)
+
+
+@pytest.mark.parametrize("kind", STORES)
+def test_a_receive_dead_letters_only_what_it_would_return(kind: str, tmp_path: Path) -> None:
+    """Messages received too often move when a receive meets them, up to its limit; the
+    rest of a big backlog is not read for it."""
+    async def scenario(store: Store) -> None:
+        queue = await store.create_queue("us-east-1", "q", ATTRIBUTES, {}, 0)
+        dlq = await store.create_queue("us-east-1", "dlq", ATTRIBUTES, {}, 0)
+        now = int(time.time() * 1000)
+        await store.send(queue, [_message(f"m-{i}", now) for i in range(5)], now, 300_000)
+        for _ in range(2):  # every message received twice, visible again at once
+            assert len(await store.receive(queue, 10, 0, now, None)) == 5
+            now += 1
+        redrive = Redrive(2, dlq.id, "arn:aws:sqs:us-east-1:000000000000:q")
+        assert await store.receive(queue, 2, 30_000, now, redrive) == []
+        assert len(redrive.moved) == 2
+        counts = await store.counts(queue, now)
+        assert counts.visible == 3
+        assert (await store.counts(dlq, now)).visible == 2
+
+    _run(kind, tmp_path, scenario)
