@@ -1,9 +1,11 @@
 """Does one operation on a queue with a big backlog hold up every other request?
 
     .venv/bin/python bench/backlog.py [--messages 1000000] [--ops purge ...] [--src TREE]
+        [--store postgresql://127.0.0.1:5432/test]
 
 For each operation: a fresh Conveyor server whose queue holds --messages messages
-(written into its SQLite file while it is stopped: sending a million through the API
+(written into its SQLite file while it is stopped, or with --store into a schema of its
+own in that PostgreSQL database, dropped afterwards: sending a million through the API
 would take minutes), then the operation, while a probe asks GET /health every 10 ms.
 It reports how long the operation took and the slowest /health answer meanwhile, i.e.
 how long any other client had to wait.
@@ -12,6 +14,7 @@ how long any other client had to wait.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import http.client
 import json
 import shutil
@@ -24,8 +27,10 @@ from pathlib import Path
 from typing import Any
 
 import apsw
+import asyncpg
 import boto3
 import peers
+from sqs_load import require_loopback
 
 OPS = ("purge", "delete", "attributes", "sweep", "idle", "fifo-receive", "redrive")
 IDLE_S = 12.0  # the retention sweep runs every 5 s
@@ -68,6 +73,32 @@ def _redrive(sqs: Any, url: str, destination: str) -> None:
     sqs.cancel_message_move_task(TaskHandle=handle["TaskHandle"])
 
 
+async def _fill_postgres(dsn: str, schema: str, count: int, sent_ms: int,
+                         fifo: bool) -> None:
+    """The same on PostgreSQL, in one statement."""
+    db = await asyncpg.connect(dsn, server_settings={"search_path": schema})
+    try:
+        await db.execute(
+            "INSERT INTO conveyor_messages (queue_id, message_id, body, md5_body, attributes,"
+            " md5_attributes, system, sent_ms, sender_id, visible_at, group_id, dedup_key)"
+            " SELECT seed.queue_id, 'backlog-' || i, seed.body, seed.md5_body,"
+            " seed.attributes, seed.md5_attributes, seed.system, $1, seed.sender_id, $1,"
+            " CASE WHEN $2 THEN 'group-' || (i % 100) END, CASE WHEN $2 THEN 'backlog-' || i"
+            " END FROM (SELECT * FROM conveyor_messages LIMIT 1) AS seed,"
+            " generate_series(1, $3) AS i", sent_ms, fifo, count)
+        await db.execute("ANALYZE conveyor_messages")
+    finally:
+        await db.close()
+
+
+async def _drop_schema(dsn: str, schema: str) -> None:
+    db = await asyncpg.connect(dsn)
+    try:
+        await db.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    finally:
+        await db.close()
+
+
 def _probe(endpoint: str, stop: threading.Event, waits: list[float]) -> None:
     host, port = endpoint.removeprefix("http://").split(":")
     connection = http.client.HTTPConnection(host, int(port), timeout=60)
@@ -79,9 +110,14 @@ def _probe(endpoint: str, stop: threading.Event, waits: list[float]) -> None:
         time.sleep(0.01)
 
 
-def measure(op: str, count: int, work: Path, src: Path | None) -> dict[str, Any]:
+def measure(op: str, count: int, work: Path, src: Path | None,
+            store: str | None) -> dict[str, Any]:
     data_dir = work / op
-    args = ["--data-dir", str(data_dir)]  # after peers' own: the last one counts
+    schema = f"backlog_{op.replace('-', '_')}_{time.time_ns()}"
+    if store:
+        args = ["--store", f"{store}{'&' if '?' in store else '?'}schema={schema}"]
+    else:
+        args = ["--data-dir", str(data_dir)]  # after peers' own: the last one counts
     fifo = op == "fifo-receive"
     name = "backlog.fifo" if fifo else "backlog"
     server = peers.start("conveyor", work / "logs", args, label=op, src=src)
@@ -102,8 +138,11 @@ def measure(op: str, count: int, work: Path, src: Path | None) -> dict[str, Any]
         sqs.send_message(QueueUrl=url, MessageBody="x" * 256, **extra)
     finally:
         server.stop()
-    now_ms = int(time.time() * 1000)
-    _fill(data_dir / "conveyor.db", count, now_ms - 120_000 if op == "sweep" else now_ms, fifo)
+    sent_ms = int(time.time() * 1000) - (120_000 if op == "sweep" else 0)
+    if store:
+        asyncio.run(_fill_postgres(store, schema, count, sent_ms, fifo))
+    else:
+        _fill(data_dir / "conveyor.db", count, sent_ms, fifo)
 
     server = peers.start("conveyor", work / "logs", args, label=op, src=src)
     sqs = _client(server.endpoint)
@@ -132,6 +171,8 @@ def measure(op: str, count: int, work: Path, src: Path | None) -> dict[str, Any]
         stop.set()
         probe.join()
         server.stop()
+        if store:
+            asyncio.run(_drop_schema(store, schema))
     return {"op": op, "messages": count, "op_s": took, "health_max_ms": max(waits) * 1000,
             "health_p50_ms": statistics.median(waits) * 1000, "probes": len(waits)}
 
@@ -142,13 +183,17 @@ def main() -> None:
     parser.add_argument("--ops", nargs="+", choices=OPS, default=list(OPS))
     parser.add_argument("--src", type=Path, help="run Conveyor from this source tree instead"
                         " (a git worktree of another commit, say)")
+    parser.add_argument("--store", metavar="postgresql://...",
+                        help="the PostgreSQL store in this (loopback) database, not SQLite")
     args = parser.parse_args()
+    if args.store:
+        require_loopback(args.store)
     work = Path(tempfile.mkdtemp(prefix="conveyor-backlog-"))
     print("| operation | messages | took s | slowest /health ms | /health p50 ms |")
     print("|---|---|---|---|---|")
     try:
         for op in args.ops:
-            r = measure(op, args.messages, work, args.src and args.src.resolve())
+            r = measure(op, args.messages, work, args.src and args.src.resolve(), args.store)
             print(f"| {r['op']} | {r['messages']:,} | {r['op_s']:.2f} | "
                   f"{r['health_max_ms']:,.0f} | {r['health_p50_ms']:.1f} |", flush=True)
     finally:
