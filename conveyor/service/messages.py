@@ -60,6 +60,7 @@ class ReceivePlan:
     system_names: set[str]
     attribute_names: list[str]
     attempt_id: str | None
+    fetched_ms: int = 0  # the clock at the last fetch
 
 
 class MessageActions(ServiceBase):
@@ -228,7 +229,7 @@ class MessageActions(ServiceBase):
 
     async def fetch(self, ctx: RequestContext, plan: ReceivePlan) -> dict[str, Any]:
         """One receive attempt (no waiting)."""
-        now_ms = self.clock.now_ms()
+        now_ms = plan.fetched_ms = self.clock.now_ms()
         if plan.attempt_id:
             replay = self._attempts.get((plan.queue.id, plan.attempt_id))
             if replay and replay[0] > now_ms:
@@ -268,10 +269,11 @@ class MessageActions(ServiceBase):
         return handles
 
     async def seconds_until_visible(self, plan: ReceivePlan) -> float | None:
-        """How long until the queue's next delayed or in-flight message becomes visible."""
-        now_ms = self.clock.now_ms()
-        next_ms = await self.store.next_visible_ms(plan.queue, now_ms)
-        return None if next_ms is None else max(0.0, (next_ms - now_ms) / 1000)
+        """How long until the queue's next delayed or in-flight message becomes visible,
+        counting from the last fetch: one that became visible since (the clock may have
+        passed its time between the fetch and now) means fetch again at once."""
+        next_ms = await self.store.next_visible_ms(plan.queue, plan.fetched_ms)
+        return None if next_ms is None else max(0.0, (next_ms - self.clock.now_ms()) / 1000)
 
     def _prune_attempts(self) -> None:
         """Bound memory: drop expired replays once there are many."""
