@@ -28,18 +28,13 @@ from typing import Any
 
 import apsw
 import asyncpg
-import boto3
 import peers
+from sqs_client import make_client
 from sqs_load import require_loopback
 
 OPS = ("purge", "delete", "attributes", "sweep", "idle", "fifo-receive", "redrive")
 IDLE_S = 12.0  # the retention sweep runs every 5 s
 REDRIVE_S = 5.0  # of a move task at SQS's top rate, 500 messages a second
-
-
-def _client(endpoint: str) -> Any:
-    return boto3.client("sqs", endpoint_url=endpoint, region_name="us-east-1",
-                        aws_access_key_id="bench", aws_secret_access_key="bench")
 
 
 def _fill(db_path: Path, count: int, sent_ms: int, fifo: bool) -> None:
@@ -112,17 +107,26 @@ def _probe(endpoint: str, stop: threading.Event, waits: list[float]) -> None:
 
 def measure(op: str, count: int, work: Path, src: Path | None,
             store: str | None) -> dict[str, Any]:
-    data_dir = work / op
+    if not store:
+        return _measure(op, count, work, src, ["--data-dir", str(work / op)], None)
     schema = f"backlog_{op.replace('-', '_')}_{time.time_ns()}"
-    if store:
-        args = ["--store", f"{store}{'&' if '?' in store else '?'}schema={schema}"]
-    else:
-        args = ["--data-dir", str(data_dir)]  # after peers' own: the last one counts
+    try:
+        return _measure(op, count, work, src, [
+            "--store", f"{store}{'&' if '?' in store else '?'}schema={schema}"], (store, schema))
+    finally:
+        asyncio.run(_drop_schema(store, schema))
+
+
+def _measure(op: str, count: int, work: Path, src: Path | None, args: list[str],
+             postgres: tuple[str, str] | None) -> dict[str, Any]:
+    """`args` choose the store (--data-dir comes after peers' own: the last one counts);
+    `postgres` is (dsn, schema) for the PostgreSQL store."""
     fifo = op == "fifo-receive"
     name = "backlog.fifo" if fifo else "backlog"
     server = peers.start("conveyor", work / "logs", args, label=op, src=src)
+    destination = ""
     try:  # the queue and one message through the API, as a template for the rest
-        sqs = _client(server.endpoint)
+        sqs = make_client(server.endpoint)
         attributes = {"MessageRetentionPeriod": "60"}
         extra = {}
         if fifo:
@@ -133,19 +137,19 @@ def measure(op: str, count: int, work: Path, src: Path | None,
             arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])
             redrive = {"deadLetterTargetArn": arn["Attributes"]["QueueArn"],
                        "maxReceiveCount": "3"}
-            sqs.create_queue(QueueName="destination",
-                             Attributes={"RedrivePolicy": json.dumps(redrive)})
+            destination = sqs.create_queue(QueueName="destination", Attributes={
+                "RedrivePolicy": json.dumps(redrive)})["QueueUrl"]
         sqs.send_message(QueueUrl=url, MessageBody="x" * 256, **extra)
     finally:
         server.stop()
     sent_ms = int(time.time() * 1000) - (120_000 if op == "sweep" else 0)
-    if store:
-        asyncio.run(_fill_postgres(store, schema, count, sent_ms, fifo))
+    if postgres:
+        asyncio.run(_fill_postgres(*postgres, count, sent_ms, fifo))
     else:
-        _fill(data_dir / "conveyor.db", count, sent_ms, fifo)
+        _fill(work / op / "conveyor.db", count, sent_ms, fifo)
 
     server = peers.start("conveyor", work / "logs", args, label=op, src=src)
-    sqs = _client(server.endpoint)
+    sqs = make_client(server.endpoint)
     actions: dict[str, Callable[[], object]] = {
         "purge": lambda: sqs.purge_queue(QueueUrl=url),
         "delete": lambda: sqs.delete_queue(QueueUrl=url),
@@ -155,7 +159,7 @@ def measure(op: str, count: int, work: Path, src: Path | None,
         "idle": lambda: time.sleep(IDLE_S),
         "fifo-receive": lambda: [sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)
                                  for _ in range(20)],  # after 10, every group is in flight
-        "redrive": lambda: _redrive(sqs, url, url.replace(name, "destination")),
+        "redrive": lambda: _redrive(sqs, url, destination),
     }
     waits: list[float] = []
     stop = threading.Event()
@@ -171,8 +175,6 @@ def measure(op: str, count: int, work: Path, src: Path | None,
         stop.set()
         probe.join()
         server.stop()
-        if store:
-            asyncio.run(_drop_schema(store, schema))
     return {"op": op, "messages": count, "op_s": took, "health_max_ms": max(waits) * 1000,
             "health_p50_ms": statistics.median(waits) * 1000, "probes": len(waits)}
 

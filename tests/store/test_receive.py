@@ -4,44 +4,14 @@ that neither reads a whole backlog."""
 
 from __future__ import annotations
 
-import asyncio
-import os
-import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
 
 from conveyor.store import postgres, sqlite
-from conveyor.store.base import NewMessage, Redrive, Store
-from tests.support import CREATED_SCHEMAS, POSTGRES_URL, STORES, require_postgres
-
-ATTRIBUTES = {"MessageRetentionPeriod": "345600", "VisibilityTimeout": "30",
-              "DelaySeconds": "0"}
-
-
-def _message(body: str, now_ms: int, group_id: str | None = None) -> NewMessage:
-    return NewMessage(message_id=body, body=body, md5_body="", attributes=None,
-                      md5_attributes=None, system=None, sent_ms=now_ms, sender_id="test",
-                      visible_at_ms=now_ms, group_id=group_id)
-
-
-def _run(kind: str, tmp_path: Path, scenario: Callable[[Store], Awaitable[None]]) -> None:
-    async def main() -> None:
-        if kind == "sqlite":
-            store: Store = sqlite.SqliteStore(tmp_path)
-        else:
-            schema = "t_" + os.urandom(6).hex()
-            CREATED_SCHEMAS.append(schema)
-            store = await postgres.PostgresStore(f"{POSTGRES_URL}?schema={schema}").open()
-        try:
-            await scenario(store)
-        finally:
-            await store.close()
-
-    if kind == "postgresql":
-        require_postgres()
-    asyncio.run(main())
+from conveyor.store.base import Redrive, Store
+from tests.store.helpers import ATTRIBUTES, message, now_ms, run
+from tests.support import STORES
 
 
 @pytest.mark.parametrize("kind", STORES)
@@ -54,9 +24,10 @@ def test_a_fifo_receive_looks_at_the_queues_head_only(kind: str, tmp_path: Path,
 
     async def scenario(store: Store) -> None:
         queue = await store.create_queue("us-east-1", "q.fifo", ATTRIBUTES, {}, 0)
-        now = int(time.time() * 1000)
-        await store.send(queue, [_message(f"a-{i}", now, "a") for i in range(25)], now, 300_000)
-        await store.send(queue, [_message("b-0", now, "b")], now, 300_000)
+        now = now_ms()
+        backlog = [message(f"a-{i}", now, group_id="a") for i in range(25)]
+        await store.send(queue, backlog, now, 300_000)
+        await store.send(queue, [message("b-0", now, group_id="b")], now, 300_000)
 
         async def receive() -> list[str]:
             return [m.body for m in await store.receive(queue, 10, 30_000, now, None)]
@@ -66,7 +37,7 @@ def test_a_fifo_receive_looks_at_the_queues_head_only(kind: str, tmp_path: Path,
         monkeypatch.setattr(module, "FIFO_SCAN", 26)
         assert await receive() == ["b-0"]
 
-    _run(kind, tmp_path, scenario)
+    run(kind, tmp_path, scenario)
 
 
 @pytest.mark.parametrize("kind", STORES)
@@ -76,8 +47,8 @@ def test_a_receive_dead_letters_only_what_it_would_return(kind: str, tmp_path: P
     async def scenario(store: Store) -> None:
         queue = await store.create_queue("us-east-1", "q", ATTRIBUTES, {}, 0)
         dlq = await store.create_queue("us-east-1", "dlq", ATTRIBUTES, {}, 0)
-        now = int(time.time() * 1000)
-        await store.send(queue, [_message(f"m-{i}", now) for i in range(5)], now, 300_000)
+        now = now_ms()
+        await store.send(queue, [message(f"m-{i}", now) for i in range(5)], now, 300_000)
         for _ in range(2):  # every message received twice, visible again at once
             assert len(await store.receive(queue, 10, 0, now, None)) == 5
             now += 1
@@ -88,4 +59,4 @@ def test_a_receive_dead_letters_only_what_it_would_return(kind: str, tmp_path: P
         assert counts.visible == 3
         assert (await store.counts(dlq, now)).visible == 2
 
-    _run(kind, tmp_path, scenario)
+    run(kind, tmp_path, scenario)

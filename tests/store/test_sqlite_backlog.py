@@ -6,12 +6,12 @@ queue (tests/store/test_receive.py checks the receive on both stores)."""
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from pathlib import Path
 
-from conveyor.store.base import Counts, Handle, NewMessage, QueueRecord, Redrive
+from conveyor.store.base import Counts, Handle, QueueRecord, Redrive
 from conveyor.store.sqlite import DELETE_CHUNK, SqliteStore
+from tests.store.helpers import message, now_ms, run
 
 RETENTION_S = 60
 ATTRIBUTES = {"MessageRetentionPeriod": str(RETENTION_S), "VisibilityTimeout": "30",
@@ -19,22 +19,10 @@ ATTRIBUTES = {"MessageRetentionPeriod": str(RETENTION_S), "VisibilityTimeout": "
 BACKLOG = 5 * DELETE_CHUNK + 7
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-def _message(body: str, sent_ms: int, visible_at_ms: int | None = None,
-             group_id: str | None = None) -> NewMessage:
-    return NewMessage(message_id=body, body=body, md5_body="", attributes=None,
-                      md5_attributes=None, system=None, sent_ms=sent_ms, sender_id="test",
-                      visible_at_ms=sent_ms if visible_at_ms is None else visible_at_ms,
-                      group_id=group_id)
-
-
 async def _fill(store: SqliteStore, queue: QueueRecord, count: int, sent_ms: int,
                 prefix: str = "old") -> None:
     for start in range(0, count, 500):
-        batch = [_message(f"{prefix}-{i}", sent_ms) for i in range(start, min(start + 500, count))]
+        batch = [message(f"{prefix}-{i}", sent_ms) for i in range(start, min(start + 500, count))]
         await store.send(queue, batch, sent_ms, 300_000)
 
 
@@ -43,24 +31,13 @@ def _bodies(store: SqliteStore, queue: QueueRecord) -> set[str]:
                                                (queue.id,))}
 
 
-def _run(tmp_path: Path, scenario: Callable[[SqliteStore], Awaitable[None]]) -> None:
-    async def main() -> None:
-        store = SqliteStore(tmp_path)
-        try:
-            await scenario(store)
-        finally:
-            await store.close()
-
-    asyncio.run(main())
-
-
 async def _served_meanwhile(store: SqliteStore, queue: QueueRecord,
                             bulk: Awaitable[object]) -> asyncio.Task[object]:
     """Start `bulk`, then send one message: the send must be answered while the bulk
     delete is still going (in one transaction, the send would wait for all of it)."""
     task = asyncio.ensure_future(bulk)
     await asyncio.sleep(0)  # the bulk delete starts first
-    await store.send(queue, [_message("during", _now_ms())], _now_ms(), 300_000)
+    await store.send(queue, [message("during", now_ms())], now_ms(), 300_000)
     assert not task.done(), "the send waited for the whole bulk delete"
     await task
     return task
@@ -70,39 +47,39 @@ def test_purge_of_a_big_queue_serves_others_meanwhile(tmp_path: Path) -> None:
     async def scenario(store: SqliteStore) -> None:
         queue = await store.create_queue("us-east-1", "big", ATTRIBUTES, {}, 0)
         other = await store.create_queue("us-east-1", "other", ATTRIBUTES, {}, 0)
-        await _fill(store, queue, BACKLOG, _now_ms() - 1000)
-        await _fill(store, other, 3, _now_ms() - 1000)
-        await _served_meanwhile(store, queue, store.purge(queue, _now_ms() - 1))
+        await _fill(store, queue, BACKLOG, now_ms() - 1000)
+        await _fill(store, other, 3, now_ms() - 1000)
+        await _served_meanwhile(store, queue, store.purge(queue, now_ms() - 1))
         assert _bodies(store, queue) == {"during"}  # sent after the purge: kept
         assert len(_bodies(store, other)) == 3
         refreshed = await store.get_queue("us-east-1", "big")
         assert refreshed is not None and refreshed.purged_s > 0
 
-    _run(tmp_path, scenario)
+    run("sqlite", tmp_path, scenario)
 
 
 def test_deleting_a_big_queue_serves_others_meanwhile(tmp_path: Path) -> None:
     async def scenario(store: SqliteStore) -> None:
         queue = await store.create_queue("us-east-1", "big", ATTRIBUTES, {}, 0)
-        await _fill(store, queue, BACKLOG, _now_ms())
-        await _served_meanwhile(store, queue, store.delete_queue(queue, _now_ms() // 1000))
+        await _fill(store, queue, BACKLOG, now_ms())
+        await _served_meanwhile(store, queue, store.delete_queue(queue, now_ms() // 1000))
         assert await store.get_queue("us-east-1", "big") is None
         assert _bodies(store, queue) == set()  # what was sent meanwhile went with it
 
-    _run(tmp_path, scenario)
+    run("sqlite", tmp_path, scenario)
 
 
 def test_retention_sweep_deletes_the_expired_a_chunk_at_a_time(tmp_path: Path) -> None:
     async def scenario(store: SqliteStore) -> None:
         queue = await store.create_queue("us-east-1", "big", ATTRIBUTES, {}, 0)
-        now = _now_ms()
+        now = now_ms()
         await _fill(store, queue, BACKLOG, now - RETENTION_S * 1000 - 1)
         await _fill(store, queue, 4, now - RETENTION_S * 1000 + 5000, prefix="young")
         task = await _served_meanwhile(store, queue, store.expire(now))
         assert task.result() == BACKLOG
         assert _bodies(store, queue) == {"during", *(f"young-{i}" for i in range(4))}
 
-    _run(tmp_path, scenario)
+    run("sqlite", tmp_path, scenario)
 
 
 def test_the_sweep_finishes_a_purge_that_was_cut_short(tmp_path: Path) -> None:
@@ -110,15 +87,15 @@ def test_the_sweep_finishes_a_purge_that_was_cut_short(tmp_path: Path) -> None:
     retention sweep deletes what was sent before the purge's second, and no more."""
     async def scenario(store: SqliteStore) -> None:
         queue = await store.create_queue("us-east-1", "q", ATTRIBUTES, {}, 0)
-        purge_s = _now_ms() // 1000 - 10
+        purge_s = now_ms() // 1000 - 10
         await _fill(store, queue, 3, purge_s * 1000 - 2000, prefix="before")
         await _fill(store, queue, 2, purge_s * 1000 + 1, prefix="after")
         queue.purged_s = purge_s  # as the purge's first transaction leaves it
         await store.update_queue(queue)
-        assert await store.expire(_now_ms()) == 3
+        assert await store.expire(now_ms()) == 3
         assert _bodies(store, queue) == {"after-0", "after-1"}
 
-    _run(tmp_path, scenario)
+    run("sqlite", tmp_path, scenario)
 
 
 def test_the_sweep_deletes_messages_whose_queue_is_gone(tmp_path: Path) -> None:
@@ -127,26 +104,26 @@ def test_the_sweep_deletes_messages_whose_queue_is_gone(tmp_path: Path) -> None:
     async def scenario(store: SqliteStore) -> None:
         gone = await store.create_queue("us-east-1", "gone", ATTRIBUTES, {}, 0)
         kept = await store.create_queue("us-east-1", "kept", ATTRIBUTES, {}, 0)
-        await _fill(store, gone, DELETE_CHUNK + 1, _now_ms(), prefix="orphan")
-        await _fill(store, kept, 2, _now_ms(), prefix="kept")
+        await _fill(store, gone, DELETE_CHUNK + 1, now_ms(), prefix="orphan")
+        await _fill(store, kept, 2, now_ms(), prefix="kept")
         store.db.execute("DELETE FROM queues WHERE id=?", (gone.id,))
-        await store.expire(_now_ms())
+        await store.expire(now_ms())
         assert _bodies(store, gone) == set()
         assert _bodies(store, kept) == {"kept-0", "kept-1"}
 
-    _run(tmp_path, scenario)
+    run("sqlite", tmp_path, scenario)
 
 
 def test_counts_leave_out_expired_messages_in_every_state(tmp_path: Path) -> None:
     async def scenario(store: SqliteStore) -> None:
         queue = await store.create_queue("us-east-1", "q", ATTRIBUTES, {}, 0)
-        now = _now_ms()
+        now = now_ms()
         old = now - RETENTION_S * 1000 - 1  # expired, not yet swept
         young = now - 1000
         for sent in (old, young):
-            await store.send(queue, [_message(f"visible-{sent}-{i}", sent) for i in range(3)],
+            await store.send(queue, [message(f"visible-{sent}-{i}", sent) for i in range(3)],
                              sent, 300_000)
-            await store.send(queue, [_message(f"delayed-{sent}", sent, now + 60_000)],
+            await store.send(queue, [message(f"delayed-{sent}", sent, now + 60_000)],
                              sent, 300_000)
         assert await store.counts(queue, now) == Counts(visible=3, in_flight=0, delayed=1)
         # Two of each age in flight, as a receive leaves them (a receive itself would
@@ -157,7 +134,7 @@ def test_counts_leave_out_expired_messages_in_every_state(tmp_path: Path) -> Non
                                            f"visible-{young}-1"))
         assert await store.counts(queue, now) == Counts(visible=1, in_flight=2, delayed=1)
 
-    _run(tmp_path, scenario)
+    run("sqlite", tmp_path, scenario)
 
 
 def test_no_statement_scans_or_sorts_the_messages_table(tmp_path: Path) -> None:
@@ -172,11 +149,11 @@ def test_no_statement_scans_or_sorts_the_messages_table(tmp_path: Path) -> None:
             return True
 
         store.db.exec_trace = trace
-        now = _now_ms()
+        now = now_ms()
         for name in ("q", "q.fifo"):
             group = "g" if name.endswith(".fifo") else None
             queue = await store.create_queue("us-east-1", name, ATTRIBUTES, {}, 0)
-            messages = [_message(f"{name}-{i}", now, group_id=group) for i in range(2)]
+            messages = [message(f"{name}-{i}", now, group_id=group) for i in range(2)]
             await store.send(queue, messages, now, 300_000)
             taken = await store.receive(queue, 10, 30_000, now, Redrive(5, queue.id, "arn"))
             await store.change_visibility(queue, [Handle(taken[0].seq, taken[0].receipt or "",
@@ -198,4 +175,4 @@ def test_no_statement_scans_or_sorts_the_messages_table(tmp_path: Path) -> None:
             assert not [step for step in plan if "SCAN messages" in step
                         or "TEMP B-TREE" in step], (sql, plan)
 
-    _run(tmp_path, scenario)
+    run("sqlite", tmp_path, scenario)

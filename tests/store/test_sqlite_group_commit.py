@@ -4,27 +4,18 @@ and a failing change takes its whole group down with it, never half of it."""
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 
 import pytest
 
-from conveyor.store.base import NewMessage, QueueRecord, StoreError
+from conveyor.store.base import QueueRecord, StoreError
 from conveyor.store.sqlite import SqliteStore
-
-ATTRIBUTES = {"MessageRetentionPeriod": "345600", "VisibilityTimeout": "30",
-              "DelaySeconds": "0"}
-
-
-def _message(body: str) -> NewMessage:
-    now = int(time.time() * 1000)
-    return NewMessage(message_id=body, body=body, md5_body="", attributes=None,
-                      md5_attributes=None, system=None, sent_ms=now, sender_id="test",
-                      visible_at_ms=now)
+from tests.store.helpers import ATTRIBUTES, message, now_ms
 
 
 async def _send(store: SqliteStore, queue: QueueRecord, body: str) -> None:
-    await store.send(queue, [_message(body)], int(time.time() * 1000), 300_000)
+    now = now_ms()
+    await store.send(queue, [message(body, now)], now, 300_000)
 
 
 async def _broken_change(store: SqliteStore) -> None:
