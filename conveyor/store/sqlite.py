@@ -283,15 +283,12 @@ class SqliteStore:
         return _queue(row) if row else None
 
     async def list_queues(self, region: str | None, prefix: str) -> list[QueueRecord]:
-        pattern = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-        if region is None:
-            rows = self.db.execute("SELECT * FROM queues ORDER BY name").fetchall()
-        else:
-            rows = self.db.execute(
-                "SELECT * FROM queues WHERE region=? AND name LIKE ? ESCAPE '\\' ORDER BY name",
-                (region, pattern)).fetchall()
-        # LIKE is case-insensitive for ASCII in SQLite; SQS prefixes are case-sensitive.
-        return [_queue(r) for r in rows if r[2].startswith(prefix)]
+        # A plain, case-sensitive comparison: LIKE would need escaping, ignores case and
+        # refuses patterns over 50,000 bytes.
+        rows = self.db.execute(
+            "SELECT * FROM queues WHERE (?1 IS NULL OR region=?1)"
+            " AND substr(name, 1, length(?2))=?2 ORDER BY name", (region, prefix)).fetchall()
+        return [_queue(r) for r in rows]
 
     async def update_queue(self, queue: QueueRecord) -> None:
         async with self._write() as db:

@@ -193,6 +193,19 @@ def test_list_queues_with_unmatched_prefix_is_empty(sqs: Any) -> None:
     assert sqs.list_queues(QueueNamePrefix=unique("none")).get("QueueUrls", []) == []
 
 
+def test_list_queues_prefix_is_literal_and_any_length(sqs: Any) -> None:
+    """A prefix is compared as plain text: no wildcards, case-sensitive, and one longer
+    than any queue name simply matches nothing (it once overflowed SQLite's LIKE)."""
+    base = unique("lit")
+    underscore = sqs.create_queue(QueueName=f"{base}_a")["QueueUrl"]
+    sqs.create_queue(QueueName=f"{base}Xa")
+    sqs.create_queue(QueueName=f"{base.upper()}_b")
+    assert sqs.list_queues(QueueNamePrefix=f"{base}_")["QueueUrls"] == [underscore]
+    assert sqs.list_queues(QueueNamePrefix=f"{base}%").get("QueueUrls", []) == []
+    for prefix in (base + "x" * 100_000, "é☃" * 1000):
+        assert sqs.list_queues(QueueNamePrefix=prefix).get("QueueUrls", []) == []
+
+
 def test_list_queues_pagination(sqs: Any) -> None:
     prefix = unique("pg")
     urls = {sqs.create_queue(QueueName=f"{prefix}-{i}")["QueueUrl"] for i in range(5)}
