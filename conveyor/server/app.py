@@ -142,6 +142,7 @@ class App:
         except SqsError as error:
             status, extra, payload = self._encode_error(protocol, error, request_id)
             outcome = error.code
+            action = error.action or action
             log.info("%s failed: %s %s", action, error.code, error.message)
         except StoreError as exc:
             log.error("%s failed in the store: %s", action, exc)

@@ -19,6 +19,7 @@ class SqsError(Exception):
     status = 400
     sender_fault = True
     default_message = ""
+    action: str | None = None  # set when the request's action was known, for logs and metrics
 
     def __init__(self, message: str | None = None) -> None:
         self.message = message if message is not None else self.default_message

@@ -31,7 +31,11 @@ def decode(target: str, body: bytes,
     if not action:
         raise InvalidAction(f"Unrecognized operation: {target[:100]}")
     check = shapes.json_checker(action)  # an unknown action before a malformed body
-    return action, check(_load(body))
+    try:
+        return action, check(_load(body))
+    except SqsError as error:
+        error.action = action
+        raise
 
 
 def _load(body: bytes) -> Any:

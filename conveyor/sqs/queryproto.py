@@ -32,7 +32,11 @@ def decode(query_string: bytes, body: bytes,
     shape = shapes.input_shape(action)
     if path_queue_url and "QueueUrl" in shape.members:
         params.setdefault("QueueUrl", path_queue_url)
-    return action, shapes.from_query(shape, params)
+    try:
+        return action, shapes.from_query(shape, params)
+    except SqsError as error:
+        error.action = action
+        raise
 
 
 def encode(action: str, result: dict[str, Any], request_id: str) -> bytes:

@@ -9,6 +9,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.server.conftest import QueueFactory
+from tests.server.helpers import RawClient
 from tests.support import ServerProcess
 
 
@@ -61,6 +62,20 @@ def test_errors_counted_by_action(server: ServerProcess, sqs: Any) -> None:
     with pytest.raises(sqs.exceptions.QueueDoesNotExist):
         sqs.get_queue_url(QueueName="no-such-queue-for-metrics")
     assert _action_count(server, "GetQueueUrl") >= before + 1
+
+
+def test_malformed_requests_counted_by_their_action(server: ServerProcess,
+                                                    raw: RawClient) -> None:
+    """A request rejected while decoding is still counted under the action it named, in
+    both protocols; a name that is no SQS action is not (no label per made-up name)."""
+    before = _action_count(server, "ChangeMessageVisibility")
+    rejected = raw.json_call("ChangeMessageVisibility", {"QueueUrl": 7})
+    assert rejected.status == 400
+    rejected = raw.query({"Action": "ChangeMessageVisibility", "VisibilityTimeout": "soon"})
+    assert rejected.status == 400
+    assert _action_count(server, "ChangeMessageVisibility") == before + 2
+    assert raw.json_call("NoSuchAction", {}).status == 400
+    assert _action_count(server, "NoSuchAction") == 0
 
 
 def test_queue_gauges(server: ServerProcess, sqs: Any, make_queue: QueueFactory) -> None:
