@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 import orjson
 
+from conveyor.service.validate import valid_chars
 from conveyor.sqs.errors import InvalidAttributeName, InvalidAttributeValue
 from conveyor.sqs.limits import Limits
 
@@ -48,10 +49,8 @@ def check(name: str, value: str, limits: Limits, fifo: bool) -> str:
     if name not in SETTABLE or (name in FIFO_ONLY and not fifo and name != "FifoQueue"):
         raise InvalidAttributeName(f"Unknown Attribute {name}.")
     checker = _CHECKS.get(name)
-    if checker is None:
-        return value
-    normalized = checker(value, limits)
-    if normalized is None:
+    normalized = checker(value, limits) if checker else value
+    if normalized is None or not valid_chars(value):
         raise InvalidAttributeValue(f"Invalid value for the parameter {name}.")
     return normalized
 

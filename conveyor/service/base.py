@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from conveyor.clock import Clock
+from conveyor.service import validate
 from conveyor.service.context import RequestContext
 from conveyor.sqs.errors import InvalidParameterValue, QueueDoesNotExist
 from conveyor.sqs.limits import Limits
@@ -88,14 +89,17 @@ class ServiceBase:
 
 
 def queue_name_from(url_or_name: str, account_id: str) -> str | None:
-    """`http://host/<account>/<name>` or `<name>` → name; None when it cannot name a queue."""
+    """`http://host/<account>/<name>` or `<name>` → name; None when it cannot name a queue
+    (then it is never looked up: PostgreSQL, for one, cannot even compare a NUL)."""
     if "/" not in url_or_name:
-        return url_or_name or None
-    path = urlsplit(url_or_name).path if "://" in url_or_name else url_or_name
-    parts = [p for p in path.split("/") if p]
-    if len(parts) != 2 or parts[0] != account_id:
-        return None
-    return parts[1]
+        name = url_or_name
+    else:
+        path = urlsplit(url_or_name).path if "://" in url_or_name else url_or_name
+        parts = [p for p in path.split("/") if p]
+        if len(parts) != 2 or parts[0] != account_id:
+            return None
+        name = parts[1]
+    return name if name and validate.plain_name(name) else None
 
 
 def _decode_token(token: str) -> int:

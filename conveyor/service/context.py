@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from conveyor.service import validate
+
 
 @dataclass(frozen=True, slots=True)
 class RequestContext:
@@ -29,5 +31,7 @@ class Arn:
 def parse_arn(value: str) -> Arn | None:
     parts = value.split(":")
     if len(parts) != 6 or parts[:3] != ["arn", "aws", "sqs"] or not parts[5]:
+        return None
+    if not all(validate.plain_name(part) for part in parts[3:]):
         return None
     return Arn(parts[3], parts[4], parts[5])

@@ -68,7 +68,9 @@ class QueueActions(ServiceBase):
         if max_results is not None and not 1 <= max_results <= self.limits.max_list_queues:
             raise invalid_value(max_results, "MaxResults",
                                 f"MaxResults must be between 1 and {self.limits.max_list_queues}.")
-        names = [q.name for q in await self.store.list_queues(ctx.region, prefix)]
+        queues = await self.store.list_queues(ctx.region, prefix) \
+            if validate.plain_name(prefix) else []  # other characters begin no queue name
+        names = [q.name for q in queues]
         return self.paginate(names, req, "QueueUrls", ctx.queue_url)
 
     async def delete_queue(self, ctx: RequestContext, req: Request) -> dict[str, Any]:
@@ -169,6 +171,9 @@ class QueueActions(ServiceBase):
                 f"Too many tags added for queue. A queue can have at most "
                 f"{self.limits.max_tags} tags.")
         for key, value in new.items():
+            if not (validate.valid_chars(key) and validate.valid_chars(value)):
+                raise InvalidParameterValue("Tag keys and values can only contain characters "
+                                            "that SQS allows in a message body.")
             if not key or len(key) > self.limits.max_tag_key_chars:
                 raise invalid_value(key, "TagKey", f"Tag keys must be between 1 and "
                                     f"{self.limits.max_tag_key_chars} characters long.")

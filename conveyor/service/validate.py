@@ -25,6 +25,8 @@ _INVALID_CHARS = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ff
 # Tab, LF, CR and 0x20-0x7F: the ASCII allowed; deleting them leaves nothing of valid text.
 _ASCII_ALLOWED = b"\t\n\r" + bytes(range(0x20, 0x80))
 _QUEUE_NAME = re.compile(r"[A-Za-z0-9_-]{1,80}")
+# What a queue name, a prefix of one, a region or an account id in a URL or ARN is made of.
+_NAME_CHARS = re.compile(r"[A-Za-z0-9_.-]*")
 _BATCH_ID = re.compile(r"[A-Za-z0-9_-]{1,80}")
 _ATTRIBUTE_NAME = re.compile(r"[A-Za-z0-9_.-]+")
 # MessageGroupId / MessageDeduplicationId: alphanumerics and punctuation.
@@ -45,16 +47,23 @@ def queue_name(name: str, fifo: bool, limits: Limits) -> None:
             "1 to 80 in length")
 
 
+def plain_name(text: str) -> bool:
+    """Letters, digits, `_`, `-` and `.` only (or nothing): a name in a queue URL or ARN,
+    or a prefix of one. Anything else names no queue and is never looked up."""
+    return _NAME_CHARS.fullmatch(text) is not None
+
+
 def body(text: str, name: str = "MessageBody") -> None:
     if text == "":
         raise MissingParameter(f"The request must contain the parameter {name}.")
-    if not _valid_chars(text):
+    if not valid_chars(text):
         raise InvalidMessageContents(
             "Invalid characters found. Valid unicode characters are #x9 | #xA | #xD | "
             "#x20 to #xD7FF | #xE000 to #xFFFD | #x10000 to #x10FFFF")
 
 
-def _valid_chars(text: str) -> bool:
+def valid_chars(text: str) -> bool:
+    """Only characters SQS accepts in a message body: no NUL or other control characters."""
     if text.isascii():  # most text: a byte table is several times cheaper than the regex
         return not text.encode().translate(None, _ASCII_ALLOWED)
     return not _INVALID_CHARS.search(text)
@@ -132,7 +141,7 @@ def _attribute_value(name: str, value: Mapping[str, Any], limits: Limits, user: 
         raise InvalidParameterValue(
             f"Message ({kind}) attribute '{name}' must contain a non-empty value of type "
             f"'{base}'.")
-    if not _valid_chars(text):
+    if not valid_chars(text):
         raise InvalidParameterValue(
             f"Message ({kind}) attribute '{name}' value contains invalid characters.")
     if base == "Number" and not _is_sqs_number(text):

@@ -311,6 +311,8 @@ class PostgresStore:
 
     async def send(self, queue: QueueRecord, messages: list[NewMessage], now_ms: int,
                    dedup_ms: int) -> list[SentMessage]:
+        if not messages:  # every entry of a batch failed its checks
+            return []
         sent: list[SentMessage] = []
         async with self._tx() as db:
             if queue.fifo:  # commit order = seq order within the queue

@@ -457,3 +457,59 @@ def test_message_group_id_on_standard_queue(strict_sqs: Any,
     strict_sqs.send_message(QueueUrl=url, MessageBody="x", MessageGroupId="tenant-1")
     strict_sqs.send_message(QueueUrl=url, MessageBody="x", MessageGroupId="tenant-1")
     assert counts(strict_sqs, url) == (2, 0, 0)
+
+
+# ------------------------------------------------ characters a queue name or a store refuses
+# Found by fuzzing: on PostgreSQL a NUL in any of these was an InternalError (HTTP 500).
+
+
+@pytest.mark.parametrize("name", ["q\0", "q\x01", "q é", "q%2F"])
+def test_a_url_or_name_no_queue_can_have_names_none(strict_sqs: Any, name: str) -> None:
+    nowhere = f"http://localhost/{ACCOUNT_ID}/{name}"
+    with raises_sqs("AWS.SimpleQueueService.NonExistentQueue"):
+        strict_sqs.get_queue_url(QueueName=name)
+    with raises_sqs("AWS.SimpleQueueService.NonExistentQueue"):
+        strict_sqs.send_message(QueueUrl=nowhere, MessageBody="x")
+    with raises_sqs("AWS.SimpleQueueService.NonExistentQueue"):
+        strict_sqs.list_dead_letter_source_queues(QueueUrl=nowhere)
+    assert strict_sqs.list_queues(QueueNamePrefix=name).get("QueueUrls", []) == []
+
+
+def test_an_arn_naming_no_possible_queue_is_invalid(strict_sqs: Any) -> None:
+    with raises_sqs(IPV):
+        strict_sqs.start_message_move_task(
+            SourceArn=f"arn:aws:sqs:us-east-1:{ACCOUNT_ID}:dlq\0")
+
+
+def test_control_characters_in_tags_are_refused(strict_sqs: Any,
+                                                make_strict_queue: QueueFactory) -> None:
+    url = make_strict_queue(tags={"team": "billing"})
+    for tags in ({"team": "bil\0ling"}, {"te\x02am": "billing"}):
+        with raises_sqs(IPV):
+            strict_sqs.tag_queue(QueueUrl=url, Tags=tags)
+    assert strict_sqs.list_queue_tags(QueueUrl=url)["Tags"] == {"team": "billing"}
+    name = unique()
+    with raises_sqs(IPV):
+        strict_sqs.create_queue(QueueName=name, tags={"team": "\0"})
+    with raises_sqs("AWS.SimpleQueueService.NonExistentQueue"):
+        strict_sqs.get_queue_url(QueueName=name)
+
+
+def test_control_characters_in_attribute_values_are_refused(
+        strict_sqs: Any, make_strict_queue: QueueFactory) -> None:
+    url = make_strict_queue()
+    with raises_sqs("InvalidAttributeValue"):
+        strict_sqs.set_queue_attributes(QueueUrl=url, Attributes={"KmsMasterKeyId": "k\0"})
+    attributes = strict_sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])
+    assert "KmsMasterKeyId" not in attributes["Attributes"]
+
+
+def test_a_batch_whose_every_entry_fails_sends_nothing(strict_sqs: Any,
+                                                       make_strict_queue: QueueFactory) -> None:
+    url = make_strict_queue()
+    result = strict_sqs.send_message_batch(QueueUrl=url, Entries=[
+        {"Id": "empty", "MessageBody": ""}, {"Id": "nul", "MessageBody": "\0"}])
+    assert result.get("Successful", []) == []
+    assert {f["Id"]: f["Code"] for f in result["Failed"]} == {
+        "empty": "MissingParameter", "nul": "InvalidMessageContents"}
+    assert counts(strict_sqs, url) == (0, 0, 0)
