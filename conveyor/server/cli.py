@@ -26,6 +26,7 @@ from conveyor.store.sqlite import SqliteStore
 log = logging.getLogger("conveyor.server")
 
 DEFAULT_PORT = 9324  # ElasticMQ's port: existing local-SQS setups point here already
+LOG_LEVELS = ("debug", "info", "warning", "error")
 QUEUE_CACHE_SHARED_S = 1.0  # with several nodes, another node's queue change shows within this
 
 
@@ -54,7 +55,7 @@ QUEUE_CACHE_SHARED_S = 1.0  # with several nodes, another node's queue change sh
               "Without any, requests are not authenticated.")
 @click.option("--allow-open", is_flag=True, default=None,
               help="Listen on a non-loopback address without access keys.")
-@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]),
+@click.option("--log-level", type=click.Choice(LOG_LEVELS),
               envvar="CONVEYOR_LOG_LEVEL", help="[default: info]")
 @click.option("--dev-clock-skew", type=float, hidden=True,
               help="Tests only: pretend this machine's clock is SECONDS off.")
@@ -88,6 +89,12 @@ def _settings(config_path: Path | None, options: dict[str, Any]) -> dict[str, An
     merged["queues"] = queue_declarations(file.get("queues"))
     if merged["mode"] not in MODES:
         raise ConfigError(f"mode: expected one of {sorted(MODES)}")
+    if merged["log_level"] not in LOG_LEVELS:
+        raise ConfigError(f"log_level: expected one of {list(LOG_LEVELS)}")
+    if not 0 <= merged["port"] <= 65535:
+        raise ConfigError(f"port: expected 0-65535, not {merged['port']}")
+    if merged["pool_size"] < 1:
+        raise ConfigError(f"pool_size: expected at least 1, not {merged['pool_size']}")
     if not keys and not merged["allow_open"] and not _is_loopback(merged["host"]):
         raise ConfigError(
             f"refusing to listen on {merged['host']} without access keys: anyone who can reach "

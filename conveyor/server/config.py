@@ -40,6 +40,18 @@ class QueueDeclaration:
     dead_letter: dict[str, Any] | None = None
 
 
+# Each top-level key and what its value must be: (type, description for the error).
+_SETTINGS: dict[str, tuple[type | tuple[type, ...], str]] = {
+    "host": (str, "a host name or address"), "port": (int, "a port number"),
+    "data_dir": (str, "a directory"), "store": (str, "sqlite or a postgresql:// URL"),
+    "pool_size": (int, "a number of connections"), "mode": (str, "strict or relaxed"),
+    "account_id": ((str, int), "an account id"), "region": (str, "a region name"),
+    "access_keys": (dict, "a mapping of access key id to secret"),
+    "allow_open": (bool, "true or false"), "queues": (list, "a list of queues"),
+    "log_level": (str, "debug, info, warning or error"),
+}
+
+
 def load(path: Path) -> dict[str, Any]:
     try:
         data = yaml.safe_load(path.read_text()) or {}
@@ -47,11 +59,18 @@ def load(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: {exc}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level")
-    known = {"host", "port", "data_dir", "store", "pool_size", "mode", "account_id", "region",
-             "access_keys", "allow_open", "queues", "log_level"}
-    unknown = set(data) - known
+    unknown = set(data) - set(_SETTINGS)
     if unknown:
-        raise ConfigError(f"{path}: unknown keys {sorted(unknown)}; known: {sorted(known)}")
+        raise ConfigError(f"{path}: unknown keys {sorted(unknown)}; known: {sorted(_SETTINGS)}")
+    for key, value in data.items():
+        kind, what = _SETTINGS[key]
+        if value is not None and (not isinstance(value, kind) or value is True and kind is int):
+            raise ConfigError(f"{path}: {key}: expected {what}, not {value!r}")
+    if "account_id" in data:
+        data["account_id"] = str(data["account_id"])
+    for key, secret in (data.get("access_keys") or {}).items():
+        if not isinstance(key, str) or not isinstance(secret, str) or not key or not secret:
+            raise ConfigError(f"{path}: access_keys: expected key ids and secrets as text")
     return data
 
 
@@ -62,18 +81,45 @@ def queue_declarations(raw: Any) -> list[QueueDeclaration]:
         raise ConfigError("queues: expected a list")
     declarations = []
     for i, item in enumerate(raw):
-        if not isinstance(item, dict) or "name" not in item:
+        if not isinstance(item, dict) or not isinstance(item.get("name"), str):
             raise ConfigError(f"queues[{i}]: expected a mapping with a name")
+        where = f"queues[{i}] ({item['name']})"
         unknown = set(item) - {"name", "region", "attributes", "tags", "dead_letter"}
         if unknown:
-            raise ConfigError(f"queues[{i}] ({item['name']}): unknown keys {sorted(unknown)}")
-        attributes = {k: v if isinstance(v, str) else _attr_text(v)
-                      for k, v in (item.get("attributes") or {}).items()}
-        declarations.append(QueueDeclaration(str(item["name"]), item.get("region"), attributes,
-                                             {str(k): str(v) for k, v in
-                                              (item.get("tags") or {}).items()},
-                                             item.get("dead_letter")))
+            raise ConfigError(f"{where}: unknown keys {sorted(unknown)}")
+        region = item.get("region")
+        if region is not None and not isinstance(region, str):
+            raise ConfigError(f"{where}: region: expected a region name")
+        attributes = {str(k): v if isinstance(v, str) else _attr_text(v)
+                      for k, v in _mapping(item, "attributes", where).items()}
+        tags = {str(k): str(v) for k, v in _mapping(item, "tags", where).items()}
+        declarations.append(QueueDeclaration(item["name"], region, attributes, tags,
+                                             _dead_letter(item, where)))
     return declarations
+
+
+def _mapping(item: dict[str, Any], key: str, where: str) -> dict[Any, Any]:
+    value = item.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: {key}: expected a mapping, not {value!r}")
+    return value
+
+
+def _dead_letter(item: dict[str, Any], where: str) -> dict[str, Any] | None:
+    if item.get("dead_letter") is None:
+        return None
+    dead_letter = _mapping(item, "dead_letter", where)
+    unknown = set(dead_letter) - {"queue", "max_receive_count"}
+    if unknown or not isinstance(dead_letter.get("queue"), str):
+        raise ConfigError(f"{where}: dead_letter: expected {{queue: NAME, "
+                          "max_receive_count: N}")
+    count = dead_letter.get("max_receive_count", 10)
+    if not isinstance(count, int) or isinstance(count, bool):
+        raise ConfigError(f"{where}: dead_letter: max_receive_count: expected a whole "
+                          f"number, not {count!r}")
+    return {"queue": dead_letter["queue"], "max_receive_count": count}
 
 
 def _attr_text(value: Any) -> str:
@@ -92,11 +138,9 @@ async def declare_queues(service: Service, declarations: list[QueueDeclaration],
         ctx = RequestContext(decl.region or default_region, account_id, "http://localhost")
         attributes = dict(decl.attributes)
         if decl.dead_letter:
-            target = decl.dead_letter.get("queue")
-            count = decl.dead_letter.get("max_receive_count", 10)
             attributes["RedrivePolicy"] = orjson.dumps(
-                {"deadLetterTargetArn": ctx.queue_arn(str(target)),
-                 "maxReceiveCount": int(count)}).decode()
+                {"deadLetterTargetArn": ctx.queue_arn(decl.dead_letter["queue"]),
+                 "maxReceiveCount": decl.dead_letter["max_receive_count"]}).decode()
         try:
             request: dict[str, Any] = {"QueueName": decl.name, "Attributes": attributes}
             if decl.tags:

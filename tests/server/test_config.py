@@ -1,0 +1,85 @@
+"""The server's config file: queues declared at start, and clear errors for bad files."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support import ServerProcess, sqs_client
+
+CONFIG = """
+mode: relaxed
+queues:
+  - name: jobs
+    attributes: {VisibilityTimeout: 60, ReceiveMessageWaitTimeSeconds: 20}
+    dead_letter: {queue: jobs-dlq, max_receive_count: 5}
+    tags: {team: billing}
+  - name: jobs-dlq
+  - name: events.fifo
+    attributes: {FifoQueue: true, ContentBasedDeduplication: true}
+"""
+
+
+def test_declared_queues_exist_with_their_settings(tmp_path: Path) -> None:
+    config = tmp_path / "conveyor.yaml"
+    config.write_text(CONFIG)
+    server = ServerProcess(tmp_path / "data", "--config", str(config)).start()
+    try:
+        sqs = sqs_client(server.url)
+        jobs = sqs.get_queue_url(QueueName="jobs")["QueueUrl"]
+        attributes = sqs.get_queue_attributes(QueueUrl=jobs, AttributeNames=["All"])["Attributes"]
+        assert attributes["VisibilityTimeout"] == "60"
+        assert attributes["ReceiveMessageWaitTimeSeconds"] == "20"
+        assert json.loads(attributes["RedrivePolicy"]) == {
+            "deadLetterTargetArn": "arn:aws:sqs:us-east-1:000000000000:jobs-dlq",
+            "maxReceiveCount": 5}
+        assert sqs.list_queue_tags(QueueUrl=jobs)["Tags"] == {"team": "billing"}
+        events = sqs.get_queue_url(QueueName="events.fifo")["QueueUrl"]
+        fifo = sqs.get_queue_attributes(QueueUrl=events, AttributeNames=["All"])["Attributes"]
+        assert fifo["FifoQueue"] == "true" and fifo["ContentBasedDeduplication"] == "true"
+
+        # A restart with a changed file updates what exists and keeps its messages.
+        sqs.send_message(QueueUrl=jobs, MessageBody="kept")
+        config.write_text(CONFIG.replace("VisibilityTimeout: 60", "VisibilityTimeout: 90"))
+        server.restart()
+        attributes = sqs.get_queue_attributes(QueueUrl=jobs, AttributeNames=["All"])["Attributes"]
+        assert attributes["VisibilityTimeout"] == "90"
+        assert attributes["ApproximateNumberOfMessages"] == "1"
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize(("text", "error"), [
+    ("queues: [1, 2\n", "while parsing"),
+    ("- 1\n", "expected a mapping at the top level"),
+    ("colour: blue\n", "unknown keys ['colour']"),
+    ('port: "x"\n', "port: expected a port number, not 'x'"),
+    ("port: 70000\n", "port: expected 0-65535"),
+    ("access_keys: [AKID]\n", "access_keys: expected a mapping"),
+    ("log_level: loud\n", "log_level: expected one of"),
+    ("queues: {name: a}\n", "queues: expected a list"),
+    ("queues: [{attributes: {}}]\n", "queues[0]: expected a mapping with a name"),
+    ("queues: [{name: a, attributes: [1]}]\n", "queues[0] (a): attributes: expected a mapping"),
+    ("queues: [{name: a, tags: x}]\n", "queues[0] (a): tags: expected a mapping"),
+    ("queues: [{name: a, dead_letter: {queue: b, max_receive_count: x}}, {name: b}]\n",
+     "max_receive_count: expected a whole number, not 'x'"),
+    ("queues: [{name: a, dead_letter: b}]\n", "dead_letter: expected a mapping"),
+    ("queues: [{name: a, dead_letter: {queue: b, max_receive_count: 5000}}, {name: b}]\n",
+     "queue a: InvalidParameterValue"),
+    ("queues: [{name: 'bad name'}]\n", "queue bad name: InvalidParameterValue"),
+])
+def test_a_bad_file_is_refused_with_a_clear_error(tmp_path: Path, text: str,
+                                                  error: str) -> None:
+    config = tmp_path / "conveyor.yaml"
+    config.write_text(text)
+    done = subprocess.run(
+        [sys.executable, "-m", "conveyor", "server", "--data-dir", str(tmp_path / "data"),
+         "--config", str(config)],  # no --port: it would override the file's
+        capture_output=True, text=True, timeout=30)
+    assert done.returncode != 0
+    assert error in done.stderr
+    assert "Traceback" not in done.stderr
