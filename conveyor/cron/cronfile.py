@@ -41,8 +41,8 @@ def load_cron_file(path: Path) -> tuple[Task, ...]:
     """Read and validate `path`; raise CronFileError naming the line and the problem."""
     try:
         text = path.read_text()
-    except OSError as exc:
-        msg = f"{path}: cannot read: {exc.strerror or exc}"
+    except (OSError, UnicodeDecodeError) as exc:
+        msg = f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}"
         raise CronFileError(msg) from exc
     return parse_cron_yaml(text, str(path))
 

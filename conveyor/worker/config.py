@@ -92,7 +92,7 @@ def read_config_file(path: Path) -> dict[str, Any]:
     or as an .ebextensions `option_settings` block (mapping or list form)."""
     try:
         data = yaml.safe_load(path.read_text()) or {}
-    except (OSError, yaml.YAMLError) as exc:
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         msg = f"cannot read config file {path}: {exc}"
         raise ConfigError(msg) from exc
     data = _unwrap(data, path)

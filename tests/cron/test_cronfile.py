@@ -73,6 +73,15 @@ def test_unquoted_star_schedule_gets_a_hint() -> None:
         parse_cron_yaml("version: 1\ncron:\n - name: a\n   url: /a\n   schedule: */5 * * * *\n")
 
 
+def test_a_file_that_is_not_text_is_refused_by_name(tmp_path: Path) -> None:
+    path = tmp_path / "cron.yaml"
+    path.write_bytes(b"version: 1\n\xff")
+    result = CliRunner().invoke(main, ["cron", "check", str(path)])
+    assert result.exit_code != 0
+    assert f"{path}: cannot read" in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
 def _write(path: Path, text: str, bump_ns: int) -> None:
     path.write_text(text)
     stat = path.stat()  # make the change visible even within one mtime tick

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
+import pytest
 from click.testing import CliRunner
 
 from conveyor.cli import main
@@ -83,3 +84,22 @@ def test_simulate_cli_writes_json_and_reads_a_trace_file(tmp_path):
     assert json.loads(out.read_text()) == figures and again.exit_code == 0
     bad = runner.invoke(main, ["scale", "simulate", "--trace", "nope"])
     assert bad.exit_code != 0 and "no trace" in bad.output
+
+
+@pytest.mark.parametrize(("content", "problem"), [
+    (b"nope", "JSONDecodeError"),
+    (b"\xff", "UnicodeDecodeError"),
+    (b'{"rate": 5}', "TypeError"),
+    (json.dumps({**SHORT.to_json(), "rate": []}).encode(), "rate must list"),
+    (json.dumps({**SHORT.to_json(), "concurrency": 0}).encode(), "must be above 0"),
+    (json.dumps({k: v for k, v in SHORT.to_json().items() if k != "name"}).encode(),
+     "TypeError"),
+])
+def test_a_bad_trace_file_is_refused_by_name(tmp_path, content, problem):
+    trace_file = tmp_path / "bad.json"
+    trace_file.write_bytes(content)
+    with pytest.raises(ValueError, match=problem):
+        load_trace(trace_file)
+    result = CliRunner().invoke(main, ["scale", "simulate", "--trace", str(trace_file)])
+    assert result.exit_code == 2
+    assert "Invalid value for --trace" in result.output

@@ -67,6 +67,13 @@ def test_flat_file_with_typo_is_refused(tmp_path):
         load_config(file=path)
 
 
+def test_a_file_that_is_not_text_is_refused(tmp_path):
+    path = tmp_path / "worker.yaml"
+    path.write_bytes(b"HttpPath: /\xff")
+    with pytest.raises(ConfigError, match="cannot read config file"):
+        load_config(file=path)
+
+
 def test_missing_queue_url_is_named():
     with pytest.raises(ConfigError, match="WorkerQueueURL is required"):
         load_config({})

@@ -52,10 +52,20 @@ class Trace:
 
 
 def load_trace(path: Path) -> Trace:
-    """Read a JSON trace file."""
-    data = json.loads(path.read_text())
-    data["rate"] = tuple((float(t), float(r)) for t, r in data["rate"])
-    return Trace(**data)
+    """Read a JSON trace file; a ValueError says what is wrong with it."""
+    try:
+        data = json.loads(path.read_text())
+        data["rate"] = tuple((float(t), float(r)) for t, r in data["rate"])
+        trace = Trace(**data)
+    except (OSError, KeyError, TypeError, ValueError) as exc:
+        msg = f"{path} is not a trace ({type(exc).__name__}: {exc}); --dump-traces shows the form"
+        raise ValueError(msg) from None
+    if not trace.rate or min(r for _, r in trace.rate) < 0:
+        raise ValueError(f"{path}: rate must list [seconds, messages per second] pairs, >= 0")
+    positive = ("duration_s", "processing_mean_s", "latency_goal_s", "concurrency")
+    if any(getattr(trace, name) <= 0 for name in positive) or trace.processing_cv < 0:
+        raise ValueError(f"{path}: {', '.join(positive)} must be above 0, processing_cv >= 0")
+    return trace
 
 
 def steady() -> Trace:
