@@ -85,8 +85,12 @@ class _Connection(asyncio.Protocol):
             self._headers[name.decode().lower()] = value.decode("latin-1")
 
     def on_message_complete(self) -> None:
+        status = self._parser.get_status_code()
+        if 100 <= status < 200 and status != 101:
+            self._headers = {}  # an interim answer (100 Continue, 103 Early Hints): wait on
+            return
         if self._waiter is not None and not self._waiter.done():
-            self._waiter.set_result(Response(self._parser.get_status_code(), self._headers))
+            self._waiter.set_result(Response(status, self._headers))
         if not self._parser.should_keep_alive():
             self.close()
 
