@@ -101,13 +101,16 @@ class _Connection(asyncio.Protocol):
         self.last_active = self.server.loop.time()
 
     def on_url(self, url: bytes) -> None:
-        self.url += url
         self.header_bytes += len(url)
+        if self.header_bytes <= MAX_HEADER_BYTES:
+            self.url += url
 
     def on_header(self, name: bytes, value: bytes) -> None:
         # Called once per header from C: keep it minimal; names are lowered once here.
+        # Past the limit a head is only counted, so its size never costs memory (431).
         self.header_bytes += len(name) + len(value)
-        self.headers[name.lower().decode("latin-1")] = value.decode("latin-1")
+        if self.header_bytes <= MAX_HEADER_BYTES:
+            self.headers[name.lower().decode("latin-1")] = value.decode("latin-1")
 
     def on_headers_complete(self) -> None:
         if self.headers.get("expect", "").lower() == "100-continue" and self.transport:
@@ -121,6 +124,7 @@ class _Connection(asyncio.Protocol):
     def on_message_complete(self) -> None:
         if self.header_bytes > MAX_HEADER_BYTES:
             self.rejected = Response(431, b'{"message":"Request headers too large."}')
+            self.url = b"/"  # what was kept of it may be cut anywhere
         url = httptools.parse_url(self.url)
         too_large = self.body_bytes > self.server.max_body_bytes
         request = Request(self.parser.get_method().decode("ascii", "replace"),
