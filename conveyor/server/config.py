@@ -42,12 +42,17 @@ class QueueDeclaration:
 
 # Each top-level key and what its value must be: (type, description for the error).
 _SETTINGS: dict[str, tuple[type | tuple[type, ...], str]] = {
-    "host": (str, "a host name or address"), "port": (int, "a port number"),
-    "data_dir": (str, "a directory"), "store": (str, "sqlite or a postgresql:// URL"),
-    "pool_size": (int, "a number of connections"), "mode": (str, "strict or relaxed"),
-    "account_id": ((str, int), "an account id"), "region": (str, "a region name"),
+    "host": (str, "a host name or address"),
+    "port": (int, "a port number"),
+    "data_dir": (str, "a directory"),
+    "store": (str, "sqlite or a postgresql:// URL"),
+    "pool_size": (int, "a number of connections"),
+    "mode": (str, "strict or relaxed"),
+    "account_id": ((str, int), "an account id"),
+    "region": (str, "a region name"),
     "access_keys": (dict, "a mapping of access key id to secret"),
-    "allow_open": (bool, "true or false"), "queues": (list, "a list of queues"),
+    "allow_open": (bool, "true or false"),
+    "queues": (list, "a list of queues"),
     "log_level": (str, "debug, info, warning or error"),
 }
 
@@ -64,7 +69,8 @@ def load(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: unknown keys {sorted(unknown)}; known: {sorted(_SETTINGS)}")
     for key, value in data.items():
         kind, what = _SETTINGS[key]
-        if value is not None and (not isinstance(value, kind) or value is True and kind is int):
+        wrong = not isinstance(value, kind) or isinstance(value, bool) and kind is not bool
+        if value is not None and wrong:
             raise ConfigError(f"{path}: {key}: expected {what}, not {value!r}")
     if "account_id" in data:
         data["account_id"] = str(data["account_id"])

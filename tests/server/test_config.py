@@ -59,6 +59,7 @@ def test_declared_queues_exist_with_their_settings(tmp_path: Path) -> None:
     ("colour: blue\n", "unknown keys ['colour']"),
     ('port: "x"\n', "port: expected a port number, not 'x'"),
     ("port: 70000\n", "port: expected 0-65535"),
+    ("port: false\n", "port: expected a port number, not False"),
     ("access_keys: [AKID]\n", "access_keys: expected a mapping"),
     ("log_level: loud\n", "log_level: expected one of"),
     ("queues: {name: a}\n", "queues: expected a list"),
