@@ -464,7 +464,7 @@ def test_message_group_id_on_standard_queue(strict_sqs: Any,
 
 
 @pytest.mark.parametrize("name", ["q\0", "q\x01", "q é", "q%2F"])
-def test_a_url_or_name_no_queue_can_have_names_none(strict_sqs: Any, name: str) -> None:
+def test_a_name_no_queue_can_have_finds_none(strict_sqs: Any, name: str) -> None:
     nowhere = f"http://localhost/{ACCOUNT_ID}/{name}"
     with raises_sqs("AWS.SimpleQueueService.NonExistentQueue"):
         strict_sqs.get_queue_url(QueueName=name)
