@@ -1,4 +1,5 @@
-// The AWS SDK for JavaScript v3 against a Conveyor server: node sqs_roundtrip.mjs URL
+// The AWS SDK for JavaScript v3 (JSON protocol) against a Conveyor server:
+// node sqs_roundtrip.mjs URL PREFIX.
 // Prints "ok <check>" per check that holds and "FAIL <check>" otherwise; exits 1 on a FAIL.
 import {
   SQSClient, CreateQueueCommand, SendMessageCommand, SendMessageBatchCommand,
