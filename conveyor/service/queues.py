@@ -68,9 +68,9 @@ class QueueActions(ServiceBase):
         if max_results is not None and not 1 <= max_results <= self.limits.max_list_queues:
             raise invalid_value(max_results, "MaxResults",
                                 f"MaxResults must be between 1 and {self.limits.max_list_queues}.")
-        queues = await self.store.list_queues(ctx.region, prefix) \
-            if validate.plain_name(prefix) else []  # other characters begin no queue name
-        names = [q.name for q in queues]
+        names: list[str] = []
+        if validate.plain_name(prefix):  # other characters begin no queue name
+            names = [q.name for q in await self.store.list_queues(ctx.region, prefix)]
         return self.paginate(names, req, "QueueUrls", ctx.queue_url)
 
     async def delete_queue(self, ctx: RequestContext, req: Request) -> dict[str, Any]:
