@@ -49,8 +49,9 @@ class Response:
 Handler = Callable[[Request], Awaitable[Response | None]]
 
 _REASONS = {200: b"OK", 400: b"Bad Request", 403: b"Forbidden", 404: b"Not Found",
-            413: b"Payload Too Large", 431: b"Request Header Fields Too Large",
-            500: b"Internal Server Error", 503: b"Service Unavailable"}
+            413: b"Payload Too Large", 414: b"URI Too Long",
+            431: b"Request Header Fields Too Large", 500: b"Internal Server Error",
+            503: b"Service Unavailable"}
 
 
 class _Connection(asyncio.Protocol):
@@ -67,6 +68,7 @@ class _Connection(asyncio.Protocol):
 
     def _reset(self) -> None:
         self.url = b""
+        self.url_bytes = 0
         self.headers: dict[str, str] = {}
         self.header_bytes = 0
         self.body: list[bytes] = []
@@ -101,6 +103,7 @@ class _Connection(asyncio.Protocol):
         self.last_active = self.server.loop.time()
 
     def on_url(self, url: bytes) -> None:
+        self.url_bytes += len(url)
         self.header_bytes += len(url)
         if self.header_bytes <= MAX_HEADER_BYTES:
             self.url += url
@@ -123,7 +126,9 @@ class _Connection(asyncio.Protocol):
 
     def on_message_complete(self) -> None:
         if self.header_bytes > MAX_HEADER_BYTES:
-            self.rejected = Response(431, b'{"message":"Request headers too large."}')
+            self.rejected = (Response(414, b'{"message":"Request URI too long."}')
+                             if self.url_bytes > MAX_HEADER_BYTES else
+                             Response(431, b'{"message":"Request headers too large."}'))
             self.url = b"/"  # what was kept of it may be cut anywhere
         url = httptools.parse_url(self.url)
         too_large = self.body_bytes > self.server.max_body_bytes

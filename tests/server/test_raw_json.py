@@ -193,9 +193,11 @@ def test_unknown_content_type(raw: RawClient) -> None:
     assert_any_error(resp)
 
 
-@pytest.mark.parametrize(("path", "junk"), [("/", "x" * 200_000), ("/" + "q" * 70_000, "")],
+@pytest.mark.parametrize(("path", "junk", "expected"),
+                         [("/", "x" * 200_000, 431), ("/" + "q" * 70_000, "", 414)],
                          ids=["header", "url"])
-def test_huge_head_is_refused_with_431(server: ServerProcess, path: str, junk: str) -> None:
+def test_huge_head_is_refused(server: ServerProcess, path: str, junk: str,
+                              expected: int) -> None:
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
     try:
         conn.request("POST", path, body=b"{}", headers={
@@ -205,8 +207,8 @@ def test_huge_head_is_refused_with_431(server: ServerProcess, path: str, junk: s
         status, body = response.status, response.read()
     finally:
         conn.close()
-    assert status == 431, (status, body)  # never processed, never a 500
-    assert b"too large" in body
+    assert status == expected, (status, body)  # never processed, never a 500
+    assert b"too large" in body or b"too long" in body
 
 
 def test_many_headers(server: ServerProcess) -> None:
