@@ -173,12 +173,18 @@ def local_aws_sqs_launch(port: int, extra_args: list[str]) -> Launch:
     return Launch(argv, "/health", _npm_version("local-aws-sqs"))
 
 
+def floor_launch(port: int, extra_args: list[str]) -> Launch:
+    argv = [sys.executable, str(BENCH_DIR / "peers" / "floor.py"), str(port), *extra_args]
+    return Launch(argv, "/health", "-")
+
+
 LAUNCHERS: dict[str, Callable[[int, list[str]], Launch]] = {
     "conveyor": conveyor_launch,
     "moto": moto_launch,
     "fauxqs": fauxqs_launch,
     "fauxqs-sqlite": fauxqs_sqlite_launch,
     "local-aws-sqs": local_aws_sqs_launch,
+    "python-floor": floor_launch,
 }
 
 # What each server keeps its messages in, for the results table.
@@ -188,6 +194,7 @@ STORAGE = {
     "fauxqs": "memory",
     "fauxqs-sqlite": "SQLite WAL (fauxqs --data-dir)",
     "local-aws-sqs": "memory",
+    "python-floor": "memory, no checks (yardstick)",
 }
 
 

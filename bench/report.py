@@ -6,6 +6,8 @@ from collections.abc import Callable
 from typing import Any
 
 SUBJECT = "conveyor"
+# Measured beside the peers, never counted as one in the targets (bench/peers/floor.py).
+YARDSTICKS = {"python-floor"}
 
 # The issue's targets for the queue server on the 2-core machine, durable store.
 BATCHED_MSGS_PER_CPU_S = 20_000
@@ -109,7 +111,8 @@ def _get(results: dict[str, Any], server: str, scenario: str, key: str) -> Any:
 
 def targets(results: dict[str, Any]) -> list[tuple[str, str, bool | None]]:
     """The issue's targets: (what, measured, met?); met is None when not measured."""
-    peers = [name for name in results["servers"] if name != SUBJECT]
+    peers = [name for name in results["servers"]
+             if name != SUBJECT and name not in YARDSTICKS]
     peer_rates = [(_get(results, p, "batched", "messages_per_s"), p) for p in peers]
     fastest_peer = max(((r, p) for r, p in peer_rates if r), default=(None, None))
 

@@ -9,12 +9,13 @@ import json
 import os
 from pathlib import Path
 
+import peers
 import procstat
 import profiling
 import pytest
 import report
 from run import combine
-from sqs_client import sent_at, stamped_body
+from sqs_client import make_client, sent_at, stamped_body
 from sqs_load import require_loopback
 from stats import ms, percentile
 
@@ -79,6 +80,34 @@ def test_targets_are_judged_against_the_issue() -> None:
 def test_unmeasured_targets_are_not_called_met() -> None:
     met = [ok for _, _, ok in report.targets(_results({}, peer_rate=1000.0))]
     assert met == [None, None, None, None]
+
+
+def test_a_yardstick_is_never_the_fastest_peer() -> None:
+    results = _results({"batched": {"messages_per_s": 900.0}}, peer_rate=800.0)
+    results["servers"]["python-floor"] = {
+        "version": "-", "storage": "m", "scenarios": {"batched": {"messages_per_s": 5000.0}}}
+    what, _, met = report.targets(results)[1]
+    assert "fauxqs: 800" in what
+    assert met is True
+
+
+def test_the_floor_server_moves_messages_for_boto3(tmp_path: Path) -> None:
+    server = peers.start("python-floor", tmp_path)
+    try:
+        client = make_client(server.endpoint)
+        url = client.create_queue(QueueName="floor")["QueueUrl"]
+        sent = client.send_message_batch(QueueUrl=url, Entries=[
+            {"Id": str(i), "MessageBody": f"m{i}"} for i in range(3)])  # boto3 checks MD5s
+        assert len(sent["Successful"]) == 3
+        got = client.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=1)
+        assert [m["Body"] for m in got["Messages"]] == ["m0", "m1", "m2"]
+        deleted = client.delete_message_batch(QueueUrl=url, Entries=[
+            {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
+            for i, m in enumerate(got["Messages"])])
+        assert len(deleted["Successful"]) == 3
+        assert "Messages" not in client.receive_message(QueueUrl=url, WaitTimeSeconds=1)
+    finally:
+        server.stop()
 
 
 def test_py_spy_fold_ranks_functions(tmp_path: Path) -> None:
