@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from conveyor.ids import UuidSequence
-from conveyor.server import sigv4
+from conveyor.server import console, sigv4
 from conveyor.server.http import Request, Response
 from conveyor.server.metrics import CONTENT_TYPE_LATEST, ServerMetrics
 from conveyor.server.waiters import Waiters
@@ -68,6 +68,7 @@ class App:
         self._request_id = UuidSequence().next
         self._contexts: dict[tuple[str, str, str], RequestContext] = {}
         self.service.store.on_remote_ready = self.waiters.notify
+        self.console = console.Console(service, settings.account_id, settings.access_keys)
 
     def _ready(self, queue: QueueRecord, count: int) -> None:
         """Messages became receivable: wake local long polls, and other nodes' ones."""
@@ -123,6 +124,8 @@ class App:
             return Response(200, b'{"status":"ok"}')
         if req.method == "GET" and req.path == "/metrics":
             return await self._metrics()
+        if req.path == console.PREFIX or req.path.startswith(console.PREFIX + "/"):
+            return await self.console.page(req)
         if req.path == "/_conveyor/clock" and req.method == "POST" and self.settings.dev_clock:
             return self._advance_clock(req)
         started = time.perf_counter()

@@ -146,8 +146,8 @@ async def serve(settings: dict[str, Any]) -> None:
         gc.set_threshold(50_000, 20, 20)
         where = (Path(settings["data_dir"]).resolve() if settings["store"] == "sqlite"
                  else "postgresql")
-        log.info("Conveyor listening on http://%s:%s (store: %s, mode: %s)", settings["host"],
-                 settings["port"], where, settings["mode"])
+        log.info("Conveyor listening on http://%s:%s (store: %s, mode: %s); console at "
+                 "/console", settings["host"], settings["port"], where, settings["mode"])
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):

@@ -48,10 +48,10 @@ class Response:
 
 Handler = Callable[[Request], Awaitable[Response | None]]
 
-_REASONS = {200: b"OK", 400: b"Bad Request", 403: b"Forbidden", 404: b"Not Found",
-            413: b"Payload Too Large", 414: b"URI Too Long",
-            431: b"Request Header Fields Too Large", 500: b"Internal Server Error",
-            503: b"Service Unavailable"}
+_REASONS = {200: b"OK", 400: b"Bad Request", 401: b"Unauthorized", 403: b"Forbidden",
+            404: b"Not Found", 405: b"Method Not Allowed", 413: b"Payload Too Large",
+            414: b"URI Too Long", 431: b"Request Header Fields Too Large",
+            500: b"Internal Server Error", 503: b"Service Unavailable"}
 
 
 class _Connection(asyncio.Protocol):

@@ -70,14 +70,14 @@ class RedriveActions(ServiceBase):
         dlq = await self.queue(ctx, req["QueueUrl"])
         arn = ctx.queue_arn(dlq.name, dlq.region)
         sources = [q.name for q in await self.store.list_queues(ctx.region, "")
-                   if _dead_letter_arn(q) == arn]
+                   if dead_letter_arn(q) == arn]
         return self.paginate(sources, req, "queueUrls", ctx.queue_url)
 
     # --- move tasks -------------------------------------------------------------------
 
     async def start_message_move_task(self, ctx: RequestContext, req: Request) -> dict[str, Any]:
         source = await self._queue_by_arn(ctx, req["SourceArn"], "SourceArn")
-        if not any(_dead_letter_arn(q) == req["SourceArn"]
+        if not any(dead_letter_arn(q) == req["SourceArn"]
                    for q in await self.store.list_queues(ctx.region, "")):
             raise invalid_value(req["SourceArn"], "SourceArn",
                                 "Source queue must be configured as a Dead Letter Queue.")
@@ -217,7 +217,8 @@ def _task_out(task: MoveTaskRecord) -> dict[str, Any]:
     return out
 
 
-def _dead_letter_arn(queue: QueueRecord) -> str | None:
+def dead_letter_arn(queue: QueueRecord) -> str | None:
+    """The ARN a queue's RedrivePolicy sends dead letters to, if it has one."""
     text = queue.attributes.get("RedrivePolicy")
     return orjson.loads(text).get("deadLetterTargetArn") if text else None
 

@@ -139,6 +139,7 @@ async def _up(config: WorkerConfig, server: ChildServer, queue_name: str, demo: 
 def _banner(server: ChildServer, queues: WorkerQueues, config: WorkerConfig, demo: bool) -> None:
     _say("conveyor up: ready", fg="cyan", bold=True)
     _say(f"  queue server      {server.url}  (log: {server.log_path})")
+    _say(f"  web console       {server.url}/console")
     _say(f"  worker queue      {queues.queue_url}")
     _say(f"  dead-letter queue {queues.dead_letter_url}  (after {config.max_retries} receives)")
     _say(f"  app               {config.post_url}{'  (bundled demo app)' if demo else ''}")

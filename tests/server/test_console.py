@@ -1,0 +1,111 @@
+"""The web console: queues, counts and dead-letter wiring as an operator's browser sees them."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from typing import Any
+
+import pytest
+
+from tests.server.conftest import Launcher, QueueFactory
+from tests.server.helpers import RawClient, queue_name_of
+
+ACCESS_KEY = "AKIDCONSOLE"
+SECRET_KEY = "console/s3cret"
+
+
+def _get(client: RawClient, path: str, **headers: str) -> Any:
+    return client.request("GET", path, headers=headers, sign=False)
+
+
+def _row(page: str, name: str) -> list[str]:
+    """The cells of the overview's row for queue `name`, tags stripped."""
+    for row in re.findall(r"<tr>(.*?)</tr>", page):
+        cells = [re.sub(r"<[^>]+>", "", c) for c in re.findall(r"<td[^>]*>(.*?)</td>", row)]
+        if cells and cells[0] == name:
+            return cells
+    raise AssertionError(f"no row for {name}")
+
+
+def test_overview_shows_counts_and_dead_letter_wiring(sqs: Any, raw: RawClient,
+                                                      make_queue: QueueFactory) -> None:
+    dlq = make_queue(prefix="con-dlq")
+    source = make_queue(prefix="con-src", RedrivePolicy=json.dumps(
+        {"deadLetterTargetArn": make_queue.arn_of(dlq), "maxReceiveCount": 5}))
+    for delay in (0, 0, 0, 600):
+        sqs.send_message(QueueUrl=source, MessageBody="m", DelaySeconds=delay)
+    sqs.receive_message(QueueUrl=source, VisibilityTimeout=600)
+    fifo = make_queue(fifo=True, prefix="con-fifo")
+
+    resp = _get(raw, "/console")
+    assert resp.status == 200
+    assert resp.header("content-type").startswith("text/html")
+    page = resp.body.decode()
+    src, dl = queue_name_of(source), queue_name_of(dlq)
+    assert _row(page, src) == [src, "us-east-1", "standard", "2", "1", "1",
+                               f"{dl} after 5 receives", "none"]
+    assert _row(page, dl) == [dl, "us-east-1", "standard", "0", "0", "0", "nowhere", src]
+    assert _row(page, queue_name_of(fifo))[2] == "FIFO"
+    assert f'href="/console/queues/us-east-1/{dl}"' in page
+
+
+def test_queue_page_shows_attributes_tags_sources_and_move_tasks(
+        sqs: Any, raw: RawClient, make_queue: QueueFactory) -> None:
+    dlq = make_queue(prefix="con-dlq", tags={"team": "<script>alert(1)</script>"})
+    dlq_arn = make_queue.arn_of(dlq)
+    source = make_queue(prefix="con-src", VisibilityTimeout=7, RedrivePolicy=json.dumps(
+        {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 1}))
+    sqs.send_message(QueueUrl=dlq, MessageBody="dead")
+    sqs.start_message_move_task(SourceArn=dlq_arn, DestinationArn=make_queue.arn_of(source),
+                                MaxNumberOfMessagesPerSecond=1)
+
+    page = _get(raw, f"/console/queues/us-east-1/{queue_name_of(dlq)}").body.decode()
+    assert f"<code>{dlq_arn}</code>" in page
+    assert f">{queue_name_of(source)}</a>" in page.split("Come from:")[1].split("</p>")[0]
+    assert "Message move tasks" in page
+    assert re.search(r"<td>(RUNNING|COMPLETED)</td>", page)
+    assert "<script>" not in page  # tag values are escaped
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+
+    page = _get(raw, f"/console/queues/us-east-1/{queue_name_of(source)}").body.decode()
+    assert re.search(r"<td>VisibilityTimeout</td><td><code>7</code></td>", page)
+    assert "&quot;maxReceiveCount&quot;:1" in page  # the policy, escaped
+    assert "Message move tasks" not in page
+
+
+@pytest.mark.parametrize("path", [
+    "/console/queues/us-east-1/no-such-queue", "/console/queues/eu-west-3/no-such-queue",
+    "/console/elsewhere", "/console/queues/us-east-1", "/console/queues/%00/x",
+    "/console/queues/us-east-1/%00", "/console/queues/us-east-1/%3Cb%3E",
+    "/console/queues/" + "r" * 100 + "/x",
+])
+def test_unknown_pages_and_queues_are_404(raw: RawClient, path: str) -> None:
+    resp = _get(raw, path)
+    assert resp.status == 404, (path, resp.status)
+    assert b"All queues" in resp.body
+    assert b"<b>" not in resp.body
+
+
+def test_console_only_reads(raw: RawClient) -> None:
+    assert raw.request("POST", "/console", b"x", sign=False).status == 405
+    assert raw.request("DELETE", "/console/queues/us-east-1/x", sign=False).status == 405
+
+
+def test_console_of_a_signing_server_asks_for_an_access_key(launch: Launcher) -> None:
+    server = launch("--access-key", f"{ACCESS_KEY}:{SECRET_KEY}")
+    client = RawClient(server.url)
+
+    def basic(user_pass: str) -> str:
+        return "Basic " + base64.b64encode(user_pass.encode()).decode()
+
+    refused = _get(client, "/console")
+    assert refused.status == 401
+    assert refused.header("www-authenticate").startswith("Basic")
+    for wrong in (basic(f"{ACCESS_KEY}:nope"), basic(f"OTHER:{SECRET_KEY}"), basic(ACCESS_KEY),
+                  "Basic !!!not-base64", "Bearer x", basic("\u00e9:\u00e9")):
+        assert _get(client, "/console", Authorization=wrong).status == 401, wrong
+    welcome = _get(client, "/console", Authorization=basic(f"{ACCESS_KEY}:{SECRET_KEY}"))
+    assert welcome.status == 200
+    assert b"No queues yet" in welcome.body
