@@ -2,11 +2,12 @@
 
 Read-only HTML on the server's own port, served from the service layer like any SQS
 call: `/console` lists every queue of every region with its message counts and its
-dead-letter wiring, `/console/queues/<region>/<name>` shows one queue's attributes,
-tags, dead-letter sources and move tasks. Pages refresh themselves every few seconds.
+dead-letter wiring, `/console/queues/<region>/<name>` shows one queue's next messages
+(looked at, not received), attributes, tags, dead-letter sources and move tasks. Pages
+refresh themselves every few seconds.
 
 A server that checks signatures (access keys configured) asks a browser for HTTP Basic
-credentials instead, an access key id and its secret: the console shows queue names,
+credentials instead, an access key id and its secret: the console shows message bodies,
 tags and policies, which an open /metrics does not.
 """
 
@@ -29,12 +30,14 @@ from conveyor.server.http import Request, Response
 from conveyor.service import RequestContext, Service
 from conveyor.service.redrive import dead_letter_arn
 from conveyor.sqs.errors import SqsError
-from conveyor.store.base import Counts, QueueRecord, StoreError
+from conveyor.store.base import Counts, QueueRecord, StoredMessage, StoreError
 
 log = logging.getLogger("conveyor.server.console")
 
 PREFIX = "/console"
 REFRESH_S = 5
+PEEK_LIMIT = 20  # messages shown on a queue's page
+BODY_CHARS = 200  # of each body
 HTML = b"text/html; charset=utf-8"
 REGION = re.compile(r"[a-z0-9-]{1,64}")  # what a SigV4 scope names; nothing else is looked up
 
@@ -140,6 +143,8 @@ class Console:
                 f"<p>Go to: {_redrive_cell(queue)}<br>"
                 f"Come from: {_sources_cell(region, [u.rsplit('/', 1)[-1] for u in sources])}"
                 "</p>"]
+        body += ["<h2>Messages</h2>", _messages(
+            await self.service.peek(queue, PEEK_LIMIT), self.service.clock.now_ms(), counts)]
         if tasks:
             body += ["<h2>Message move tasks</h2>", _table(
                 ["Status", "Moved", "To move", "Started", "Destination", "Failure"],
@@ -199,6 +204,30 @@ def _sources_cell(region: str, names: list[str]) -> str:
     if not names:
         return '<span class="muted">none</span>'
     return ", ".join(_queue_link(region, n) for n in sorted(names))
+
+
+def _messages(peeked: list[tuple[StoredMessage, int]], now_ms: int, counts: Counts) -> str:
+    if not peeked:
+        return '<p class="muted">none</p>'
+    rows = [[escape(m.message_id), _time_ms(m.sent_ms), _state(m, visible_at, now_ms),
+             str(m.receive_count), escape((m.dlq_source_arn or "").rsplit(":", 1)[-1]),
+             f"<code>{escape(_shorten(m.body))}</code>"] for m, visible_at in peeked]
+    total = counts.visible + counts.in_flight + counts.delayed
+    note = (f'<p class="muted">The next {len(peeked)} of {total:,}, in the order they '
+            "become visible.</p>" if total > len(peeked) else "")
+    return note + _table(["Message id", "Sent", "State", "Receives", "Dead-lettered from",
+                          "Body"], rows, numeric=(3,))
+
+
+def _state(message: StoredMessage, visible_at_ms: int, now_ms: int) -> str:
+    if visible_at_ms <= now_ms:
+        return "visible"
+    waiting = "in flight" if message.receive_count else "delayed"
+    return f"{waiting} for {(visible_at_ms - now_ms + 999) // 1000:,} s"
+
+
+def _shorten(body: str) -> str:
+    return body if len(body) <= BODY_CHARS else body[:BODY_CHARS] + "…"
 
 
 def _time_ms(ms: int) -> str:

@@ -19,7 +19,7 @@ from conveyor.sqs.errors import (
     QueueNameExists,
     invalid_value,
 )
-from conveyor.store.base import Counts, QueueRecord
+from conveyor.store.base import Counts, QueueRecord, StoredMessage
 
 Request = dict[str, Any]
 
@@ -164,6 +164,11 @@ class QueueActions(ServiceBase):
         now_ms = self.clock.now_ms()
         return [(q, await self.store.counts(q, now_ms))
                 for q in await self.store.list_queues(None, "")]
+
+    async def peek(self, queue: QueueRecord, limit: int) -> list[tuple[StoredMessage, int]]:
+        """The queue's next messages and when each is (or becomes) visible, for the
+        console: not an SQS action, and it changes nothing."""
+        return await self.store.peek(queue, limit, self.clock.now_ms())
 
     def _check_tags(self, new: dict[str, str], existing: dict[str, str]) -> None:
         if len({**existing, **new}) > self.limits.max_tags:

@@ -444,6 +444,15 @@ class PostgresStore:
                 now_ms, queue.id, now_ms - queue.retention_ms)
         return Counts(*row)
 
+    async def peek(self, queue: QueueRecord, limit: int,
+                   now_ms: int) -> list[tuple[StoredMessage, int]]:
+        async with self._conn() as db:
+            rows = await db.fetch(
+                f"SELECT {_COLUMNS}, visible_at FROM conveyor_messages WHERE queue_id=$1"
+                " AND sent_ms>$2 ORDER BY visible_at LIMIT $3",
+                queue.id, now_ms - queue.retention_ms, limit)
+        return [(StoredMessage(*row[:-1]), row[-1]) for row in rows]
+
     async def next_visible_ms(self, queue: QueueRecord, now_ms: int) -> int | None:
         async with self._conn() as db:
             return await db.fetchval("SELECT min(visible_at) FROM conveyor_messages WHERE"

@@ -438,6 +438,13 @@ class SqliteStore:
             db.execute("UPDATE queues SET purged_s=? WHERE id=?", (now_ms // 1000, queue.id))
         await self._delete_messages("queue_id=? AND sent_ms<=?", (queue.id, now_ms))
 
+    async def peek(self, queue: QueueRecord, limit: int,
+                   now_ms: int) -> list[tuple[StoredMessage, int]]:
+        rows = self.db.execute(
+            f"SELECT {_MESSAGE_COLUMNS}, visible_at FROM messages WHERE queue_id=? AND sent_ms>?"
+            " ORDER BY visible_at LIMIT ?", (queue.id, now_ms - queue.retention_ms, limit))
+        return [(StoredMessage(*row[:-1]), row[-1]) for row in rows]
+
     async def counts(self, queue: QueueRecord, now_ms: int) -> Counts:
         # All messages by state, read off the ready index (rows are read only for those
         # not visible), less the expired ones the sweep has not deleted yet.

@@ -75,6 +75,37 @@ def test_queue_page_shows_attributes_tags_sources_and_move_tasks(
     assert "Message move tasks" not in page
 
 
+def test_queue_page_shows_the_next_messages_without_receiving_them(
+        sqs: Any, raw: RawClient, make_queue: QueueFactory) -> None:
+    dlq = make_queue(prefix="con-dlq")
+    source = make_queue(prefix="con-src", RedrivePolicy=json.dumps(
+        {"deadLetterTargetArn": make_queue.arn_of(dlq), "maxReceiveCount": 1}))
+    sqs.send_message(QueueUrl=source, MessageBody="<i>first</i>")
+    sqs.send_message(QueueUrl=source, MessageBody="é" * 300)
+    taken = sqs.receive_message(QueueUrl=source, VisibilityTimeout=900)["Messages"][0]
+    later = sqs.send_message(QueueUrl=source, MessageBody="later", DelaySeconds=120)
+    sqs.send_message(QueueUrl=dlq, MessageBody="plain")
+
+    page = _get(raw, f"/console/queues/us-east-1/{queue_name_of(source)}").body.decode()
+    messages = page.split("<h2>Messages</h2>")[1].split("<h2>")[0]
+    rows = [[re.sub(r"<[^>]+>", "", c) for c in re.findall(r"<td[^>]*>(.*?)</td>", row)]
+            for row in re.findall(r"<tr>(.*?)</tr>", messages)][1:]
+    assert [r[2] for r in rows] == ["visible", "delayed for 120 s", "in flight for 900 s"]
+    assert rows[1][0] == later["MessageId"] and rows[2][0] == taken["MessageId"]
+    assert [r[3] for r in rows] == ["0", "0", "1"]
+    assert rows[0][5] == "é" * 200 + "…"  # bodies are cut short
+    assert "&lt;i&gt;first&lt;/i&gt;" in messages and "<i>" not in messages
+
+    # Looking changed nothing: the visible message is still there to receive, once.
+    got = sqs.receive_message(QueueUrl=source, MaxNumberOfMessages=10,
+                              AttributeNames=["ApproximateReceiveCount"])["Messages"]
+    assert [(m["Body"], m["Attributes"]["ApproximateReceiveCount"]) for m in got] == [
+        ("é" * 300, "1")]
+    sqs.delete_message(QueueUrl=source, ReceiptHandle=got[0]["ReceiptHandle"])
+    page = _get(raw, f"/console/queues/us-east-1/{queue_name_of(dlq)}").body.decode()
+    assert "plain" in page
+
+
 @pytest.mark.parametrize("path", [
     "/console/queues/us-east-1/no-such-queue", "/console/queues/eu-west-3/no-such-queue",
     "/console/elsewhere", "/console/queues/us-east-1", "/console/queues/%00/x",
