@@ -44,7 +44,9 @@ REGION = re.compile(r"[a-z0-9-]{1,64}")  # what a SigV4 scope names; nothing els
 _STYLE = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 2em; color: #222; }
 table { border-collapse: collapse; margin: 0.5em 0 1.5em; }
-th, td { padding: 0.3em 0.8em; border-bottom: 1px solid #ddd; text-align: left; }
+th, td { padding: 0.3em 0.8em; border-bottom: 1px solid #ddd; text-align: left;
+         white-space: nowrap; }
+td code { white-space: pre-wrap; word-break: break-all; }
 td.n { text-align: right; font-variant-numeric: tabular-nums; }
 th { background: #f4f4f4; }
 .muted { color: #888; }
@@ -196,8 +198,8 @@ def _redrive_cell(queue: QueueRecord) -> str:
     arn = str(policy.get("deadLetterTargetArn", ""))
     parts = arn.split(":")  # arn:aws:sqs:<region>:<account>:<name>, checked when it was set
     target = _queue_link(parts[3], parts[5]) if len(parts) == 6 else escape(arn)
-    return (f"{target} after "
-            f"{escape(str(policy.get('maxReceiveCount', '?')))} receives")
+    count = policy.get("maxReceiveCount")
+    return f"{target} after {escape(str(count))} receive{'' if count == 1 else 's'}"
 
 
 def _sources_cell(region: str, names: list[str]) -> str:
