@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from conveyor import __version__
+from conveyor.client.admin import register as register_admin_commands
 from conveyor.cron.cli import register as register_cron_commands
 from conveyor.scale.cli import register as register_scale_commands
 from conveyor.server.cli import server_command
@@ -22,6 +23,8 @@ def main() -> None:
     conveyor worker    run the worker daemon that POSTs each message to your app
     conveyor cron      periodic tasks from cron.yaml: list, check, run
     conveyor scale     autoscale the worker fleet: run, status, simulate
+    conveyor queue     list, create, show, purge, delete and redrive queues
+    conveyor message   send and receive messages
     """
 
 
@@ -29,3 +32,4 @@ main.add_command(server_command)
 register_worker_commands(main)
 register_scale_commands(main)
 register_cron_commands(main)
+register_admin_commands(main)

@@ -1,0 +1,343 @@
+"""`conveyor queue ...` and `conveyor message ...`: look after queues from the shell.
+
+Plain SQS calls through the project's client, so they work against `conveyor server`,
+Amazon SQS or any SQS-compatible endpoint, without the AWS CLI. A queue is named by
+its name or its URL. `--json` prints what a script would rather parse.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import click
+
+from conveyor.client.client import SQSClient
+from conveyor.client.errors import SQSError, SQSTransportError
+
+DEFAULT_ENDPOINT = "http://127.0.0.1:9324"
+MOVE_POLL_S = 0.5
+
+T = TypeVar("T")
+
+
+class Target:
+    """The endpoint the commands talk to; one client per command."""
+
+    def __init__(self, endpoint_url: str, region: str | None) -> None:
+        self.endpoint_url = endpoint_url
+        self.region = region
+
+    def run(self, work: Callable[[SQSClient], Awaitable[T]]) -> T:
+        async def main() -> T:
+            async with SQSClient(self.endpoint_url, region=self.region) as sqs:
+                return await work(sqs)
+
+        try:
+            return asyncio.run(main())
+        except SQSError as exc:
+            raise click.ClickException(f"{exc.type_name}: {exc.message}") from None
+        except SQSTransportError as exc:
+            raise click.ClickException(
+                f"cannot reach {self.endpoint_url} ({exc.detail}); is `conveyor server` "
+                "running there? Set --endpoint-url or CONVEYOR_ENDPOINT_URL.") from None
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _endpoint_options(group: F) -> F:
+    group = click.option("--region", envvar="AWS_REGION",
+                         help="Region to sign for (default: AWS_DEFAULT_REGION, else us-east-1)."
+                         )(group)
+    return click.option("--endpoint-url", envvar="CONVEYOR_ENDPOINT_URL",
+                        default=DEFAULT_ENDPOINT, show_default=True,
+                        help="The SQS endpoint (also CONVEYOR_ENDPOINT_URL).")(group)
+
+
+async def queue_url(sqs: SQSClient, queue: str) -> str:
+    """A queue given by URL stays as it is; a name is looked up."""
+    return queue if queue.startswith(("http://", "https://")) else await sqs.get_queue_url(queue)
+
+
+def _pairs(values: tuple[str, ...], what: str) -> dict[str, str]:
+    out = {}
+    for value in values:
+        key, sep, val = value.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{value!r}: expected NAME=VALUE", param_hint=what)
+        out[key] = val
+    return out
+
+
+def _print_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, ensure_ascii=False))
+
+
+def _print_table(headings: list[str], rows: list[list[str]]) -> None:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
+              for i, h in enumerate(headings)]
+    for row in [headings, *rows]:
+        click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+
+
+# --- conveyor queue -------------------------------------------------------------------------
+
+@click.group("queue")
+@_endpoint_options
+@click.pass_context
+def queue_group(ctx: click.Context, endpoint_url: str, region: str | None) -> None:
+    """Create, list, inspect, purge, delete and redrive queues."""
+    ctx.obj = Target(endpoint_url, region)
+
+
+COUNTS = ("ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible",
+          "ApproximateNumberOfMessagesDelayed")
+
+
+@queue_group.command("list")
+@click.option("--prefix", default="", help="Only queues whose name starts with this.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_obj
+def list_queues(target: Target, prefix: str, as_json: bool) -> None:
+    """Every queue with its visible / in-flight / delayed messages."""
+    async def work(sqs: SQSClient) -> list[tuple[str, dict[str, str]]]:
+        params: dict[str, Any] = {"QueueNamePrefix": prefix} if prefix else {}
+        urls: list[str] = []
+        while True:  # every page
+            answer = await sqs.call("ListQueues", {**params, "MaxResults": 1000})
+            urls += answer.get("QueueUrls", [])
+            if not answer.get("NextToken"):
+                break
+            params["NextToken"] = answer["NextToken"]
+        return [(url, await sqs.get_queue_attributes(url, [*COUNTS, "RedrivePolicy"]))
+                for url in urls]
+
+    queues = target.run(work)
+    if as_json:
+        _print_json([{"QueueUrl": url, **attrs} for url, attrs in queues])
+        return
+    if not queues:
+        click.echo("no queues" + (f" named {prefix}..." if prefix else ""))
+        return
+    rows = []
+    for url, attrs in queues:
+        policy = json.loads(attrs.get("RedrivePolicy") or "{}")
+        dead_letters = policy.get("deadLetterTargetArn", "").rsplit(":", 1)[-1]
+        rows.append([url.rsplit("/", 1)[-1], *(attrs.get(name, "?") for name in COUNTS),
+                     dead_letters and f"{dead_letters} after {policy['maxReceiveCount']} receives"])
+    _print_table(["QUEUE", "VISIBLE", "IN FLIGHT", "DELAYED", "DEAD LETTERS TO"], rows)
+
+
+@queue_group.command("create")
+@click.argument("name")
+@click.option("--attribute", "-a", "attributes", multiple=True, metavar="NAME=VALUE",
+              help="A queue attribute, e.g. -a VisibilityTimeout=60 (repeatable).")
+@click.option("--tag", "tags", multiple=True, metavar="KEY=VALUE", help="A tag (repeatable).")
+@click.option("--dead-letter", metavar="QUEUE",
+              help="Send messages received too often to this existing queue.")
+@click.option("--max-receive-count", type=click.IntRange(1, 1000), default=5, show_default=True,
+              help="Receives before a message goes to --dead-letter.")
+@click.pass_obj
+def create_queue(target: Target, name: str, attributes: tuple[str, ...], tags: tuple[str, ...],
+                 dead_letter: str | None, max_receive_count: int) -> None:
+    """Create queue NAME (a name ending in .fifo makes a FIFO queue); prints its URL."""
+    attrs = _pairs(attributes, "--attribute")
+    if name.endswith(".fifo"):
+        attrs.setdefault("FifoQueue", "true")
+
+    async def work(sqs: SQSClient) -> str:
+        if dead_letter:
+            dlq = await queue_url(sqs, dead_letter)
+            arn = (await sqs.get_queue_attributes(dlq, ["QueueArn"]))["QueueArn"]
+            attrs["RedrivePolicy"] = json.dumps(
+                {"deadLetterTargetArn": arn, "maxReceiveCount": max_receive_count})
+        return await sqs.create_queue(name, attrs, _pairs(tags, "--tag"))
+
+    click.echo(target.run(work))
+
+
+@queue_group.command("show")
+@click.argument("queue")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_obj
+def show_queue(target: Target, queue: str, as_json: bool) -> None:
+    """QUEUE's URL, attributes and tags."""
+    async def work(sqs: SQSClient) -> tuple[str, dict[str, str], dict[str, str]]:
+        url = await queue_url(sqs, queue)
+        tags = (await sqs.call("ListQueueTags", {"QueueUrl": url})).get("Tags", {})
+        return url, await sqs.get_queue_attributes(url), tags
+
+    url, attrs, tags = target.run(work)
+    if as_json:
+        _print_json({"QueueUrl": url, "Attributes": attrs, "Tags": tags})
+        return
+    _print_table(["ATTRIBUTE", "VALUE"], [["QueueUrl", url], *sorted(attrs.items()),
+                                          *[[f"tag:{k}", v] for k, v in sorted(tags.items())]])
+
+
+@queue_group.command("purge")
+@click.argument("queue")
+@click.pass_obj
+def purge_queue(target: Target, queue: str) -> None:
+    """Delete every message in QUEUE (SQS allows one purge a minute)."""
+    async def work(sqs: SQSClient) -> None:
+        await sqs.call("PurgeQueue", {"QueueUrl": await queue_url(sqs, queue)})
+
+    target.run(work)
+    click.echo(f"purged {queue}")
+
+
+@queue_group.command("delete")
+@click.argument("queue")
+@click.option("--yes", is_flag=True, help="Do not ask first.")
+@click.pass_obj
+def delete_queue(target: Target, queue: str, yes: bool) -> None:
+    """Delete QUEUE and every message in it."""
+    if not yes:
+        click.confirm(f"Delete {queue} and all its messages?", abort=True)
+
+    async def work(sqs: SQSClient) -> None:
+        await sqs.delete_queue(await queue_url(sqs, queue))
+
+    target.run(work)
+    click.echo(f"deleted {queue}")
+
+
+@queue_group.command("redrive")
+@click.argument("dead_letter_queue")
+@click.option("--to", "destination", metavar="QUEUE",
+              help="Move the messages here instead of back to the queues they came from.")
+@click.option("--rate", type=click.IntRange(1, 500),
+              help="At most this many messages per second.")
+@click.option("--no-wait", is_flag=True, help="Start the move task and return at once.")
+@click.pass_obj
+def redrive(target: Target, dead_letter_queue: str, destination: str | None, rate: int | None,
+            no_wait: bool) -> None:
+    """Move DEAD_LETTER_QUEUE's messages back (StartMessageMoveTask), showing progress."""
+    async def work(sqs: SQSClient) -> dict[str, Any]:
+        source_arn = await _arn(sqs, dead_letter_queue)
+        params: dict[str, Any] = {"SourceArn": source_arn}
+        if destination:
+            params["DestinationArn"] = await _arn(sqs, destination)
+        if rate:
+            params["MaxNumberOfMessagesPerSecond"] = rate
+        await sqs.call("StartMessageMoveTask", params)
+        if no_wait:
+            return {"Status": "RUNNING"}
+        return await _follow(sqs, source_arn)
+
+    try:
+        task = target.run(work)
+    except KeyboardInterrupt:
+        click.echo("\nstopped watching; the move task goes on "
+                   "(conveyor queue redrive --help, or ListMessageMoveTasks)")
+        return
+    if task["Status"] == "FAILED":
+        raise click.ClickException(f"move task failed: {task.get('FailureReason', '?')}")
+    if no_wait:
+        click.echo(f"move task started from {dead_letter_queue}")
+
+
+async def _arn(sqs: SQSClient, queue: str) -> str:
+    return (await sqs.get_queue_attributes(await queue_url(sqs, queue), ["QueueArn"]))["QueueArn"]
+
+
+async def _follow(sqs: SQSClient, source_arn: str) -> dict[str, Any]:
+    """Poll the move task until it ends, printing its progress as it changes."""
+    shown = None
+    while True:
+        [task] = (await sqs.call("ListMessageMoveTasks",
+                                 {"SourceArn": source_arn, "MaxResults": 1}))["Results"]
+        progress = (f"{task['Status'].lower()}: moved {task['ApproximateNumberOfMessagesMoved']}"
+                    f" of {task['ApproximateNumberOfMessagesToMove']}")
+        if progress != shown:
+            click.echo(progress)
+            shown = progress
+        if task["Status"] != "RUNNING":
+            return task
+        await asyncio.sleep(MOVE_POLL_S)
+
+
+# --- conveyor message -----------------------------------------------------------------------
+
+@click.group("message")
+@_endpoint_options
+@click.pass_context
+def message_group(ctx: click.Context, endpoint_url: str, region: str | None) -> None:
+    """Send and receive messages."""
+    ctx.obj = Target(endpoint_url, region)
+
+
+@message_group.command("send")
+@click.argument("queue")
+@click.argument("body", required=False)
+@click.option("--delay", type=click.IntRange(0, 900), help="Seconds before it can be received.")
+@click.option("--group", "group_id", help="MessageGroupId (FIFO queues).")
+@click.option("--dedup-id", help="MessageDeduplicationId (FIFO queues).")
+@click.option("--attribute", "-a", "attributes", multiple=True, metavar="NAME=VALUE",
+              help="A String message attribute (repeatable).")
+@click.pass_obj
+def send(target: Target, queue: str, body: str | None, delay: int | None, group_id: str | None,
+         dedup_id: str | None, attributes: tuple[str, ...]) -> None:
+    """Send BODY (or standard input when BODY is - or left out) to QUEUE; prints its id."""
+    if body is None or body == "-":
+        body = sys.stdin.read()
+    message_attributes = {k: {"DataType": "String", "StringValue": v}
+                          for k, v in _pairs(attributes, "--attribute").items()}
+
+    async def work(sqs: SQSClient) -> str:
+        return await sqs.send_message(await queue_url(sqs, queue), body, delay_s=delay,
+                                      attributes=message_attributes, group_id=group_id,
+                                      deduplication_id=dedup_id)
+
+    click.echo(target.run(work))
+
+
+@message_group.command("receive")
+@click.argument("queue")
+@click.option("--max", "max_messages", type=click.IntRange(1, 10), default=1, show_default=True)
+@click.option("--wait", type=click.IntRange(0, 20), default=0, show_default=True,
+              help="Long-poll this many seconds for a message.")
+@click.option("--delete", is_flag=True,
+              help="Delete what was received (otherwise it reappears after the visibility "
+              "timeout).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON, one object per message.")
+@click.pass_obj
+def receive(target: Target, queue: str, max_messages: int, wait: int, delete: bool,
+            as_json: bool) -> None:
+    """Receive up to --max messages from QUEUE and print them."""
+    async def work(sqs: SQSClient) -> list[Any]:
+        url = await queue_url(sqs, queue)
+        messages = await sqs.receive_messages(url, max_messages=max_messages, wait_time_s=wait)
+        if delete and messages:
+            result = await sqs.delete_message_batch(
+                url, [(str(i), m.receipt_handle) for i, m in enumerate(messages)])
+            if result.failed:
+                raise click.ClickException(f"{len(result.failed)} could not be deleted: "
+                                           f"{result.failed[0].message}")
+        return messages
+
+    started = time.monotonic()
+    messages = target.run(work)
+    for m in messages:
+        if as_json:
+            click.echo(json.dumps({"MessageId": m.message_id, "ReceiptHandle": m.receipt_handle,
+                                   "Body": m.body, "Attributes": m.attributes,
+                                   "MessageAttributes": m.message_attributes},
+                                  ensure_ascii=False))
+        else:
+            click.echo(f"--- {m.message_id} (receive {m.receive_count})")
+            click.echo(m.body)
+    if not messages and not as_json:
+        click.echo(f"no messages (waited {time.monotonic() - started:.0f} s)", err=True)
+
+
+def register(main: click.Group) -> None:
+    main.add_command(queue_group)
+    main.add_command(message_group)
+

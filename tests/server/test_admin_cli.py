@@ -1,0 +1,102 @@
+"""`conveyor queue ...` and `conveyor message ...` against a real server."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+from conveyor.cli import main
+from tests.server.helpers import unique
+from tests.support import ServerProcess
+
+
+@pytest.fixture
+def cli(server: ServerProcess) -> Any:
+    def run(group: str, *args: str, stdin: str | None = None) -> Result:
+        return CliRunner().invoke(main, [group, "--endpoint-url", server.url,
+                                         "--region", "us-east-1", *args], input=stdin)
+    return run
+
+
+def test_queues_from_creation_to_deletion(cli: Any, sqs: Any) -> None:
+    dlq_name, name = unique("cli-dlq"), unique("cli")
+    dlq_url = cli("queue", "create", dlq_name).output.strip()
+    created = cli("queue", "create", name, "--dead-letter", dlq_name, "--max-receive-count", "2",
+                  "-a", "VisibilityTimeout=45", "--tag", "team=billing")
+    assert created.exit_code == 0, created.output
+    url = created.output.strip()
+    attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    assert attributes["VisibilityTimeout"] == "45"
+    assert json.loads(attributes["RedrivePolicy"])["maxReceiveCount"] == 2
+    assert sqs.list_queue_tags(QueueUrl=url)["Tags"] == {"team": "billing"}
+    fifo = cli("queue", "create", unique("cli") + ".fifo").output.strip()
+    assert sqs.get_queue_attributes(QueueUrl=fifo, AttributeNames=["FifoQueue"])[
+        "Attributes"]["FifoQueue"] == "true"
+
+    sqs.send_message(QueueUrl=url, MessageBody="one")
+    sqs.send_message(QueueUrl=url, MessageBody="later", DelaySeconds=300)
+    listed = cli("queue", "list", "--prefix", name)
+    assert listed.exit_code == 0
+    header, row = listed.output.splitlines()
+    assert header.split()[:4] == ["QUEUE", "VISIBLE", "IN", "FLIGHT"]
+    assert row.split() == [name, "1", "0", "1", dlq_name, "after", "2", "receives"]
+    [entry] = json.loads(cli("queue", "list", "--prefix", name, "--json").output)
+    assert entry["QueueUrl"] == url and entry["ApproximateNumberOfMessagesDelayed"] == "1"
+
+    shown = json.loads(cli("queue", "show", url, "--json").output)  # by URL as well as name
+    assert shown["Attributes"]["QueueArn"].endswith(f":{name}")
+    assert shown["Tags"] == {"team": "billing"}
+
+    assert cli("queue", "purge", name).exit_code == 0
+    counts = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=[
+        "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesDelayed"])["Attributes"]
+    assert counts == {"ApproximateNumberOfMessages": "0", "ApproximateNumberOfMessagesDelayed": "0"}
+    assert cli("queue", "delete", name, stdin="n\n").exit_code == 1  # asked, and refused
+    assert cli("queue", "delete", name, "--yes").exit_code == 0
+    assert url not in sqs.list_queues(QueueNamePrefix=name).get("QueueUrls", [])
+    assert dlq_url in sqs.list_queues(QueueNamePrefix=dlq_name)["QueueUrls"]
+
+
+def test_messages_sent_received_and_redriven(cli: Any, sqs: Any) -> None:
+    dlq_name, name = unique("cli-dlq"), unique("cli")
+    cli("queue", "create", dlq_name)
+    url = cli("queue", "create", name, "--dead-letter", dlq_name, "--max-receive-count", "1",
+              "-a", "VisibilityTimeout=0").output.strip()
+    sent = cli("message", "send", name, "héllo", "-a", "kind=greeting")
+    assert sent.exit_code == 0, sent.output
+    assert cli("message", "send", name, stdin='{"from": "stdin"}').exit_code == 0
+
+    received = cli("message", "receive", name, "--max", "10", "--json")
+    messages = [json.loads(line) for line in received.output.splitlines()]
+    assert sorted(m["Body"] for m in messages) == ["héllo", '{"from": "stdin"}']
+    assert [m["MessageId"] for m in messages if m["Body"] == "héllo"] == [sent.output.strip()]
+    assert any(m["MessageAttributes"].get("kind", {}).get("StringValue") == "greeting"
+               for m in messages)
+
+    # Received once already: the next receive moves both to the dead-letter queue.
+    assert "no messages" in cli("message", "receive", name, "--max", "10").output
+    moved = cli("queue", "redrive", dlq_name)
+    assert moved.exit_code == 0, moved.output
+    assert moved.output.splitlines()[-1] == "completed: moved 2 of 2"
+
+    text = cli("message", "receive", name, "--max", "10", "--delete")
+    assert "--- " in text.output and "héllo" in text.output
+    assert "Messages" not in sqs.receive_message(QueueUrl=url, WaitTimeSeconds=1)
+
+
+def test_errors_are_one_clear_line(cli: Any) -> None:
+    missing = cli("message", "send", unique("nope"), "x")
+    assert missing.exit_code == 1
+    assert "Error: QueueDoesNotExist: The specified queue does not exist." in missing.output
+    assert cli("queue", "create", "bad name!").exit_code == 1
+    bad = cli("queue", "create", unique("cli"), "-a", "VisibilityTimeout")
+    assert bad.exit_code == 2 and "expected NAME=VALUE" in bad.output
+    assert "Traceback" not in missing.output + bad.output
+
+    unreachable = CliRunner().invoke(main, ["queue", "--endpoint-url", "http://127.0.0.1:1",
+                                            "list"])
+    assert unreachable.exit_code == 1
+    assert "cannot reach http://127.0.0.1:1" in unreachable.output
