@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
+
 import click
 
-from conveyor import __version__
+from conveyor import __version__, logs
 from conveyor.client.admin import register as register_admin_commands
 from conveyor.cron.cli import register as register_cron_commands
 from conveyor.scale.cli import register as register_scale_commands
@@ -14,7 +16,10 @@ from conveyor.worker.cli import register as register_worker_commands
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="conveyor")
-def main() -> None:
+@click.option("--log-format", type=click.Choice(logs.FORMATS), envvar=logs.ENV, default="text",
+              show_default=True, help="Log lines as plain text or one JSON object each "
+              "(also CONVEYOR_LOG_FORMAT; processes started by this one inherit it).")
+def main(log_format: str) -> None:
     """Conveyor: an SQS-compatible queue server and worker tier.
 
     \b
@@ -26,6 +31,7 @@ def main() -> None:
     conveyor queue     list, create, show, purge, delete and redrive queues
     conveyor message   send and receive messages
     """
+    os.environ[logs.ENV] = log_format  # for logs.setup, here and in child processes
 
 
 main.add_command(server_command)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from conveyor import logs
 from conveyor.cron.cronfile import CronFileError, Task, load_cron_file
 from conveyor.cron.jobs import iso
 
@@ -69,9 +70,9 @@ def run_command(worker_queue_url: str, cron_file: str, cron_lease: str,
     same scheduler itself.
     """
     from conveyor.cron.standalone import run_scheduler
-    from conveyor.worker.runner import run_loop, setup_logging
+    from conveyor.worker.runner import run_loop
 
-    setup_logging(log_level)
+    logs.setup(log_level)
     run_loop(lambda: run_scheduler(worker_queue_url, cron_file=cron_file, lease_spec=cron_lease,
                                    grace_s=cron_grace_period, ttl_s=cron_lease_ttl,
                                    endpoint_url=endpoint_url))

@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from conveyor import logs
 from conveyor.scale.policy import (
     BacklogPolicy,
     BacklogSettings,
@@ -85,10 +86,10 @@ def run_command(queue_url: str, app_url: str, bounds: tuple[int, int], policy_na
                 worker_args: tuple[str, ...], log_level: str, **options: Any) -> None:
     """Run the scaler. Arguments after `--` go to each local `conveyor worker`."""
     from conveyor.scale.runner import run_scaler
-    from conveyor.worker.runner import run_loop, setup_logging
+    from conveyor.worker.runner import run_loop
 
     policy = build_policy(policy_name, bounds, options)
-    setup_logging(log_level)
+    logs.setup(log_level)
     if options["actuator"] == "kubernetes" and not options["deployment"]:
         raise click.UsageError("--actuator kubernetes needs --deployment NAME")
     with contextlib.suppress(KeyboardInterrupt):

@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 
+from conveyor import logs
 from conveyor.clock import Clock
 from conveyor.server.app import App, ServerSettings
 from conveyor.server.config import ConfigError, declare_queues, load, queue_declarations
@@ -113,8 +114,7 @@ def _is_loopback(host: str) -> bool:
 
 
 def run(settings: dict[str, Any]) -> None:
-    logging.basicConfig(level=settings["log_level"].upper(),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logs.setup(settings["log_level"])
     try:
         _event_loop_runner()(serve(settings))
     except (StoreError, OSError, ConfigError) as exc:

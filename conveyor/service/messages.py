@@ -192,7 +192,8 @@ class MessageActions(ServiceBase):
             if dup:
                 continue
             if tell:
-                self.log.debug("sent %s to %s", m.message_id, queue.name)
+                self.log.debug("sent %s to %s", m.message_id, queue.name,
+                               extra={"message_id": m.message_id, "queue": queue.name})
             if m.visible_at_ms <= now_ms:
                 ready += 1
             elif soonest_ms is None or m.visible_at_ms < soonest_ms:
@@ -242,14 +243,18 @@ class MessageActions(ServiceBase):
             dlq = await self.store.get_queue_by_id(redrive.dead_letter_queue_id)
             for message_id in redrive.moved:
                 self.log.info("dead-lettered %s from %s to %s after %d receives", message_id,
-                              queue.name, dlq.name if dlq else "?", redrive.max_receive_count)
+                              queue.name, dlq.name if dlq else "?", redrive.max_receive_count,
+                              extra={"message_id": message_id, "queue": queue.name,
+                                     "dead_letter_queue": dlq.name if dlq else None})
             if dlq is not None:
                 self.on_ready(dlq, len(redrive.moved))
         messages = [self._message_out(ctx, queue, m, plan) for m in stored]
         if self.log.isEnabledFor(logging.DEBUG):
             for m in stored:
                 self.log.debug("received %s from %s (count %d)", m.message_id, queue.name,
-                               m.receive_count)
+                               m.receive_count, extra={"message_id": m.message_id,
+                                                       "queue": queue.name,
+                                                       "receive_count": m.receive_count})
         result = {"Messages": messages} if messages else {}
         if plan.attempt_id and messages:
             self._prune_attempts()

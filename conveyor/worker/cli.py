@@ -8,11 +8,12 @@ from typing import Any
 
 import click
 
+from conveyor import logs
 from conveyor.client import SQSError
 from conveyor.cron.service import CronConfigError, check_cron_config
 from conveyor.worker.config import ConfigError, load_config
 from conveyor.worker.options import OPTIONS, Option
-from conveyor.worker.runner import run_loop, serve, setup_logging
+from conveyor.worker.runner import run_loop, serve
 
 _LOG_LEVELS = click.Choice(["debug", "info", "warning", "error"], case_sensitive=False)
 
@@ -53,7 +54,7 @@ def worker_command(config_file: Path | None, log_level: str, **values: Any) -> N
         check_cron_config(config)
     except (ConfigError, CronConfigError) as exc:
         raise click.UsageError(str(exc)) from None
-    setup_logging(log_level)
+    logs.setup(log_level)
     try:
         run_loop(lambda: serve(config))
     except SQSError as exc:  # not retryable: wrong queue URL, access denied, ...

@@ -284,7 +284,7 @@ class Worker:
             self.metrics.expired()
             log.info("message expired (RetentionPeriod %ds), deleted unposted: queue=%s "
                      "message=%s", self.config.retention_period, self.queue_name,
-                     message.message_id)
+                     message.message_id, extra=self._fields(message, outcome="expired"))
             return
         if not await self._admit_scheduled(job):
             return
@@ -302,6 +302,10 @@ class Worker:
         if outcome.ok:
             self._submit_delete(message)
             self.metrics.succeeded(outcome.elapsed_s)
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("job done: queue=%s message=%s status=%s time=%.3fs", self.queue_name,
+                          message.message_id, outcome.status, outcome.elapsed_s,
+                          extra=self._fields(message, outcome="done", status=outcome.status))
         else:
             self._retry(job, outcome)
 
@@ -336,7 +340,8 @@ class Worker:
     def _deleted(self, message: Message, refusal: str | None) -> None:
         if refusal is not None:
             log.warning("delete failed, the message will be delivered again: queue=%s "
-                        "message=%s code=%s", self.queue_name, message.message_id, refusal)
+                        "message=%s code=%s", self.queue_name, message.message_id, refusal,
+                        extra=self._fields(message, outcome="delete-failed", code=refusal))
 
     def _retry(self, job: Job, outcome: Outcome) -> None:
         """Return a failed message after a back-off (or at once if its next receive will
@@ -360,7 +365,10 @@ class Worker:
         detail = f" ({outcome.detail})" if outcome.detail else ""
         log.warning("job failed: queue=%s message=%s status=%s time=%.3fs receive_count=%d "
                     "%s%s", self.queue_name, message.message_id, outcome.status,
-                    outcome.elapsed_s, count, after, detail)
+                    outcome.elapsed_s, count, after, detail,
+                    extra=self._fields(message, outcome="dead-letter" if final else "retry",
+                                       status=outcome.status, receive_count=count,
+                                       retry_in_s=seconds))
 
     def _release(self, job: Job) -> None:
         """Hand a message back at once (visibility 0) so another worker can take it."""
@@ -371,7 +379,12 @@ class Worker:
         self._finish(job)
         self._change.submit(job.message.message_id, (job.message.receipt_handle, 0))
         self.metrics.released()
-        log.info("released: queue=%s message=%s", self.queue_name, job.message.message_id)
+        log.info("released: queue=%s message=%s", self.queue_name, job.message.message_id,
+                 extra=self._fields(job.message, outcome="released"))
+
+    def _fields(self, message: Message, **more: Any) -> dict[str, Any]:
+        """What a JSON log line (conveyor.logs) carries besides its text."""
+        return {"queue": self.queue_name, "message_id": message.message_id, **more}
 
     # -- heartbeats -----------------------------------------------------------
 

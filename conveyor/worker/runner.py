@@ -1,22 +1,14 @@
-"""Run a Worker in the foreground: event loop, signals, logging."""
+"""Run a Worker in the foreground: event loop and signals."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import signal
 from collections.abc import Awaitable, Callable
 
 from conveyor.worker.config import WorkerConfig
 from conveyor.worker.daemon import Worker
-
-LOG_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
-
-
-def setup_logging(level: str) -> None:
-    """Plain, greppable log lines on stderr."""
-    logging.basicConfig(level=level.upper(), format=LOG_FORMAT)
 
 
 def run_loop(main: Callable[[], Awaitable[None]]) -> None:

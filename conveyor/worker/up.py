@@ -16,6 +16,7 @@ from typing import Any
 import click
 import orjson
 
+from conveyor import logs
 from conveyor.client import SQSClient
 from conveyor.worker.child_server import ChildServer, ServerStartError
 from conveyor.worker.cli import click_option
@@ -24,7 +25,7 @@ from conveyor.worker.daemon import Worker
 from conveyor.worker.demo_app import DEMO_JOBS, DemoApp, start_demo_app
 from conveyor.worker.options import OPTIONS
 from conveyor.worker.queues import WorkerQueues, create_worker_queues
-from conveyor.worker.runner import install_signal_handlers, run_loop, setup_logging
+from conveyor.worker.runner import install_signal_handlers, run_loop
 
 # `up` decides these itself; every other worker option is accepted as a flag.
 _UP_OWNS = {"WorkerQueueURL", "AppURL", "CreateQueue", "EndpointURL", "Region"}
@@ -89,7 +90,7 @@ def up_command(app_url: str | None, demo: bool, port: int, data_dir: Path, queue
             scale = up_scaling(autoscale, scale_latency, data_dir)
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint="--autoscale") from None
-    setup_logging(log_level)
+    logs.setup(log_level)
     try:
         run_loop(lambda: _up(config, server, queue_name, demo, scale))
     except ServerStartError as exc:

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import urllib.request
 from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.server.conftest import QueueFactory
-from tests.server.helpers import RawClient
-from tests.support import ServerProcess
+from tests.server.conftest import Launcher, QueueFactory
+from tests.server.helpers import RawClient, unique
+from tests.support import ServerProcess, sqs_client
 
 
 def _get(url: str) -> tuple[int, str, str]:
@@ -87,3 +88,28 @@ def test_queue_gauges(server: ServerProcess, sqs: Any, make_queue: QueueFactory)
     values = [s.value for f in text_string_to_metric_families(text) if f.type == "gauge"
               for s in f.samples if name in s.labels.values()]
     assert 2.0 in values, "no per-queue gauge shows the 2 visible messages"
+
+
+def test_json_logs_say_what_happened_to_each_message(launch: Launcher) -> None:
+    server = launch("--mode", "relaxed", "--log-level", "debug",
+                    env={"CONVEYOR_LOG_FORMAT": "json"})
+    sqs = sqs_client(server.url)
+    dlq = sqs.create_queue(QueueName=unique("log-dlq"))["QueueUrl"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])[
+        "Attributes"]["QueueArn"]
+    name = unique("log")
+    url = sqs.create_queue(QueueName=name, Attributes={"RedrivePolicy": json.dumps(
+        {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 1}), "VisibilityTimeout": "0"})[
+        "QueueUrl"]
+    message_id = sqs.send_message(QueueUrl=url, MessageBody="x")["MessageId"]
+    sqs.receive_message(QueueUrl=url)
+    sqs.receive_message(QueueUrl=url)  # received once already: dead-lettered
+
+    lines = [json.loads(line) for line in server.log().splitlines() if line.strip()]
+    about = {line["message"].split(" ")[0]: line for line in lines
+             if line.get("message_id") == message_id}
+    assert set(about) == {"sent", "received", "dead-lettered"}
+    assert about["received"]["receive_count"] == 1
+    assert about["dead-lettered"]["queue"] == name
+    assert about["dead-lettered"]["level"] == "info"
+    assert all({"time", "level", "logger", "message"} <= set(line) for line in lines)
