@@ -12,6 +12,7 @@ import json
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from functools import wraps
 from typing import Any, TypeVar
 
 import click
@@ -47,16 +48,18 @@ class Target:
                 "running there? Set --endpoint-url or CONVEYOR_ENDPOINT_URL.") from None
 
 
-F = TypeVar("F", bound=Callable[..., Any])
+def _target(command: Callable[..., None]) -> Callable[..., None]:
+    """Give a command --endpoint-url and --region, and call it with the Target they name."""
+    @wraps(command)
+    def with_target(*args: Any, endpoint_url: str, region: str | None, **kwargs: Any) -> None:
+        command(Target(endpoint_url, region), *args, **kwargs)
 
-
-def _endpoint_options(group: F) -> F:
-    group = click.option("--region", envvar="AWS_REGION",
-                         help="Region to sign for (default: AWS_DEFAULT_REGION, else us-east-1)."
-                         )(group)
+    with_target = click.option(
+        "--region", envvar="AWS_REGION",
+        help="Region to sign for (default: AWS_DEFAULT_REGION, else us-east-1).")(with_target)
     return click.option("--endpoint-url", envvar="CONVEYOR_ENDPOINT_URL",
                         default=DEFAULT_ENDPOINT, show_default=True,
-                        help="The SQS endpoint (also CONVEYOR_ENDPOINT_URL).")(group)
+                        help="The SQS endpoint (also CONVEYOR_ENDPOINT_URL).")(with_target)
 
 
 async def queue_url(sqs: SQSClient, queue: str) -> str:
@@ -88,11 +91,8 @@ def _print_table(headings: list[str], rows: list[list[str]]) -> None:
 # --- conveyor queue -------------------------------------------------------------------------
 
 @click.group("queue")
-@_endpoint_options
-@click.pass_context
-def queue_group(ctx: click.Context, endpoint_url: str, region: str | None) -> None:
+def queue_group() -> None:
     """Create, list, inspect, purge, delete and redrive queues."""
-    ctx.obj = Target(endpoint_url, region)
 
 
 COUNTS = ("ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible",
@@ -102,7 +102,7 @@ COUNTS = ("ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"
 @queue_group.command("list")
 @click.option("--prefix", default="", help="Only queues whose name starts with this.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@click.pass_obj
+@_target
 def list_queues(target: Target, prefix: str, as_json: bool) -> None:
     """Every queue with its visible / in-flight / delayed messages."""
     async def work(sqs: SQSClient) -> list[tuple[str, dict[str, str]]]:
@@ -142,7 +142,7 @@ def list_queues(target: Target, prefix: str, as_json: bool) -> None:
               help="Send messages received too often to this existing queue.")
 @click.option("--max-receive-count", type=click.IntRange(1, 1000), default=5, show_default=True,
               help="Receives before a message goes to --dead-letter.")
-@click.pass_obj
+@_target
 def create_queue(target: Target, name: str, attributes: tuple[str, ...], tags: tuple[str, ...],
                  dead_letter: str | None, max_receive_count: int) -> None:
     """Create queue NAME (a name ending in .fifo makes a FIFO queue); prints its URL."""
@@ -164,7 +164,7 @@ def create_queue(target: Target, name: str, attributes: tuple[str, ...], tags: t
 @queue_group.command("show")
 @click.argument("queue")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@click.pass_obj
+@_target
 def show_queue(target: Target, queue: str, as_json: bool) -> None:
     """QUEUE's URL, attributes and tags."""
     async def work(sqs: SQSClient) -> tuple[str, dict[str, str], dict[str, str]]:
@@ -182,7 +182,7 @@ def show_queue(target: Target, queue: str, as_json: bool) -> None:
 
 @queue_group.command("purge")
 @click.argument("queue")
-@click.pass_obj
+@_target
 def purge_queue(target: Target, queue: str) -> None:
     """Delete every message in QUEUE (SQS allows one purge a minute)."""
     async def work(sqs: SQSClient) -> None:
@@ -195,7 +195,7 @@ def purge_queue(target: Target, queue: str) -> None:
 @queue_group.command("delete")
 @click.argument("queue")
 @click.option("--yes", is_flag=True, help="Do not ask first.")
-@click.pass_obj
+@_target
 def delete_queue(target: Target, queue: str, yes: bool) -> None:
     """Delete QUEUE and every message in it."""
     if not yes:
@@ -215,7 +215,7 @@ def delete_queue(target: Target, queue: str, yes: bool) -> None:
 @click.option("--rate", type=click.IntRange(1, 500),
               help="At most this many messages per second.")
 @click.option("--no-wait", is_flag=True, help="Start the move task and return at once.")
-@click.pass_obj
+@_target
 def redrive(target: Target, dead_letter_queue: str, destination: str | None, rate: int | None,
             no_wait: bool) -> None:
     """Move DEAD_LETTER_QUEUE's messages back (StartMessageMoveTask), showing progress."""
@@ -266,11 +266,8 @@ async def _follow(sqs: SQSClient, source_arn: str) -> dict[str, Any]:
 # --- conveyor message -----------------------------------------------------------------------
 
 @click.group("message")
-@_endpoint_options
-@click.pass_context
-def message_group(ctx: click.Context, endpoint_url: str, region: str | None) -> None:
+def message_group() -> None:
     """Send and receive messages."""
-    ctx.obj = Target(endpoint_url, region)
 
 
 @message_group.command("send")
@@ -281,7 +278,7 @@ def message_group(ctx: click.Context, endpoint_url: str, region: str | None) -> 
 @click.option("--dedup-id", help="MessageDeduplicationId (FIFO queues).")
 @click.option("--attribute", "-a", "attributes", multiple=True, metavar="NAME=VALUE",
               help="A String message attribute (repeatable).")
-@click.pass_obj
+@_target
 def send(target: Target, queue: str, body: str | None, delay: int | None, group_id: str | None,
          dedup_id: str | None, attributes: tuple[str, ...]) -> None:
     """Send BODY (or standard input when BODY is - or left out) to QUEUE; prints its id."""
@@ -307,7 +304,7 @@ def send(target: Target, queue: str, body: str | None, delay: int | None, group_
               help="Delete what was received (otherwise it reappears after the visibility "
               "timeout).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON, one object per message.")
-@click.pass_obj
+@_target
 def receive(target: Target, queue: str, max_messages: int, wait: int, delete: bool,
             as_json: bool) -> None:
     """Receive up to --max messages from QUEUE and print them."""

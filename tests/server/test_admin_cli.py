@@ -16,8 +16,8 @@ from tests.support import ServerProcess
 @pytest.fixture
 def cli(server: ServerProcess) -> Any:
     def run(group: str, *args: str, stdin: str | None = None) -> Result:
-        return CliRunner().invoke(main, [group, "--endpoint-url", server.url,
-                                         "--region", "us-east-1", *args], input=stdin)
+        return CliRunner().invoke(main, [group, *args, "--endpoint-url", server.url,
+                                         "--region", "us-east-1"], input=stdin)
     return run
 
 
@@ -96,7 +96,7 @@ def test_errors_are_one_clear_line(cli: Any) -> None:
     assert bad.exit_code == 2 and "expected NAME=VALUE" in bad.output
     assert "Traceback" not in missing.output + bad.output
 
-    unreachable = CliRunner().invoke(main, ["queue", "--endpoint-url", "http://127.0.0.1:1",
-                                            "list"])
+    unreachable = CliRunner().invoke(main, ["queue", "list", "--endpoint-url",
+                                            "http://127.0.0.1:1"])
     assert unreachable.exit_code == 1
     assert "cannot reach http://127.0.0.1:1" in unreachable.output
