@@ -20,7 +20,7 @@ from conveyor.server import console, sigv4
 from conveyor.server.http import Request, Response
 from conveyor.server.metrics import CONTENT_TYPE_LATEST, ServerMetrics
 from conveyor.server.waiters import Waiters
-from conveyor.service import ReceivePlan, RequestContext, Service, leases
+from conveyor.service import ReceivePlan, RequestContext, Service, leases, workers
 from conveyor.service.base import queue_name_from
 from conveyor.sqs import jsonproto, queryproto
 from conveyor.sqs.errors import InternalError, RequestTooLarge, SqsError
@@ -29,7 +29,8 @@ from conveyor.store.base import QueueRecord, StoreError
 log = logging.getLogger("conveyor.server")
 
 # Conveyor's own APIs beside SQS on the same port and protocol: target prefix -> actions.
-EXTENSIONS = {leases.TARGET_PREFIX: frozenset(leases.ACTIONS)}
+EXTENSIONS = {leases.TARGET_PREFIX: frozenset(leases.ACTIONS),
+              workers.TARGET_PREFIX: frozenset(workers.ACTIONS)}
 
 EXPIRE_EVERY_S = 5.0
 MOVE_EVERY_S = 0.2

@@ -2,9 +2,10 @@
 
 Read-only HTML on the server's own port, served from the service layer like any SQS
 call: `/console` lists every queue of every region with its message counts and its
-dead-letter wiring, `/console/queues/<region>/<name>` shows one queue's next messages
-(looked at, not received), attributes, tags, dead-letter sources and move tasks. Pages
-refresh themselves every few seconds.
+dead-letter wiring, and the workers that announce themselves to this server;
+`/console/queues/<region>/<name>` shows one queue's next messages (looked at, not
+received), attributes, tags, dead-letter sources and move tasks. Pages refresh
+themselves every few seconds.
 
 A server that checks signatures (access keys configured) asks a browser for HTTP Basic
 credentials instead, an access key id and its secret: the console shows message bodies,
@@ -29,6 +30,7 @@ import orjson
 from conveyor.server.http import Request, Response
 from conveyor.service import RequestContext, Service
 from conveyor.service.redrive import dead_letter_arn
+from conveyor.service.workers import WorkerRecord
 from conveyor.sqs.errors import SqsError
 from conveyor.store.base import Counts, QueueRecord, StoredMessage, StoreError
 
@@ -118,7 +120,8 @@ class Console:
             ])
         table = _table(["Queue", "Region", "Type", "Visible", "In flight", "Delayed",
                         "Dead letters go to", "Dead-letter queue of"], rows, numeric=(3, 4, 5))
-        return _page(200, "Queues", table, refresh=True)
+        return _page(200, "Queues", table + _workers(self.service.live_workers(),
+                                                     self.service.clock.now_ms()), refresh=True)
 
     async def _queue(self, req: Request, region: str, name: str) -> Response:
         ctx = self._context(req, region)
@@ -219,6 +222,27 @@ def _messages(peeked: list[tuple[StoredMessage, int]], now_ms: int, counts: Coun
             "become visible.</p>" if total > len(peeked) else "")
     return note + _table(["Message id", "Sent", "State", "Receives", "Dead-lettered from",
                           "Body"], rows, numeric=(3,))
+
+
+def _workers(workers: list[WorkerRecord], now_ms: int) -> str:
+    """The workers that announced themselves (conveyor/worker/presence.py)."""
+    if not workers:
+        return ('<h2>Workers</h2><p class="muted">none has announced itself to this server '
+                "(conveyor worker does, every 10 s)</p>")
+    rows = []
+    for w in workers:
+        status = w.status
+        average = status.get("processing_avg_s")
+        rows.append([
+            escape(w.worker_id), _queue_link(w.region, w.queue),
+            escape(str(status.get("status", "?"))), escape(str(status.get("in_flight", ""))),
+            escape(str(status.get("processed", ""))),
+            f"{average:.3f} s" if isinstance(average, int | float) else "",
+            escape(str(status.get("app", ""))), _time_ms(w.first_seen_ms),
+            f"{max(0, now_ms - w.last_seen_ms) // 1000} s ago"])
+    return "<h2>Workers</h2>" + _table(
+        ["Worker", "Queue", "State", "In flight", "Processed", "Average job", "App", "Up since",
+         "Last seen"], rows, numeric=(3, 4))
 
 
 def _state(message: StoredMessage, visible_at_ms: int, now_ms: int) -> str:

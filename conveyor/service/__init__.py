@@ -11,6 +11,7 @@ from conveyor.service.leases import LeaseActions
 from conveyor.service.messages import MessageActions, ReceivePlan
 from conveyor.service.queues import QueueActions
 from conveyor.service.redrive import RedriveActions
+from conveyor.service.workers import WorkerActions
 from conveyor.sqs.errors import InvalidAction
 
 Action = Callable[[RequestContext, dict[str, Any]], Awaitable[dict[str, Any]]]
@@ -18,7 +19,7 @@ Action = Callable[[RequestContext, dict[str, Any]], Awaitable[dict[str, Any]]]
 __all__ = ["RequestContext", "ReceivePlan", "Service"]
 
 
-class Service(QueueActions, MessageActions, RedriveActions, LeaseActions):
+class Service(QueueActions, MessageActions, RedriveActions, LeaseActions, WorkerActions):
     """The SQS API over a store. `action(name)` finds the method for a wire action."""
 
     def action(self, name: str) -> Action:

@@ -42,6 +42,7 @@ from conveyor.worker.config import WorkerConfig
 from conveyor.worker.delivery import Deliverer, Outcome
 from conveyor.worker.flow import IdleControl, Slots
 from conveyor.worker.metrics import WorkerMetrics
+from conveyor.worker.presence import Presence
 from conveyor.worker.queues import WorkerQueues, prepare_worker_queue
 from conveyor.worker.status import StatusServer
 
@@ -93,6 +94,7 @@ class Worker:
         self._sqs: SQSClient | None = None
         self._delete: Batcher | None = None
         self._change: Batcher | None = None
+        self.presence: Presence | None = None
         self._deliverer = Deliverer(config, self.queue_name)
         self.cron = CronService.from_config(config, self.queue_name, self.metrics.registry)
 
@@ -166,6 +168,9 @@ class Worker:
         pollers = [asyncio.create_task(self._poll_loop(), name=f"poll-{i}")
                    for i in range(self._pollers)]
         heartbeat = asyncio.create_task(self._heartbeat_loop(), name="heartbeat")
+        self.presence = Presence(sqs, self.queue_name,
+                                  lambda: {**self.health()[1], "app": self.config.post_url})
+        self.presence.start()
         self.state = "running"
         self.ready.set()
         log.info("worker started: queue=%s app=%s connections=%d pollers=%d", self.queue_name,
@@ -206,6 +211,8 @@ class Worker:
         await self.cron.close()
         assert self._delete is not None and self._change is not None
         await asyncio.gather(self._delete.close(10.0), self._change.close(10.0))
+        if self.presence is not None:
+            await self.presence.stop()
         log.info("worker stopped: queue=%s", self.queue_name)
 
     async def _pause(self, seconds: float) -> None:
