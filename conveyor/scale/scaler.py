@@ -15,6 +15,7 @@ from conveyor.scale.metrics import ScaleMetrics
 from conveyor.scale.observe import queue_counts
 from conveyor.scale.policy import Decision, Observation, Policy
 from conveyor.scale.protection import WorkerView, average_processing_s, fleet_counts
+from conveyor.worker.presence import Presence
 
 log = logging.getLogger(__name__)
 
@@ -46,14 +47,21 @@ class Scaler:
 
     async def run(self) -> None:
         """Step until stopped; an unreachable queue server skips a step, it does not stop."""
-        while not self._stopping.is_set():
-            try:
-                await self.step()
-            except (SQSTransportError, SQSError) as exc:
-                log.warning("scaler skipped a step: queue=%s cannot read the queue: %s",
-                            self.queue_name, exc)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), self.interval_s)
+        # The last decision, in the queue server's console (the workers announce themselves).
+        presence = Presence(self._sqs, self.queue_name, kind="scaler", status=lambda: {
+            k: v for k, v in self.status().items() if k != "workers"})
+        presence.start()
+        try:
+            while not self._stopping.is_set():
+                try:
+                    await self.step()
+                except (SQSTransportError, SQSError) as exc:
+                    log.warning("scaler skipped a step: queue=%s cannot read the queue: %s",
+                                self.queue_name, exc)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stopping.wait(), self.interval_s)
+        finally:
+            await presence.stop()
 
     async def step(self) -> Decision:
         """One observe → decide → act round."""

@@ -224,8 +224,32 @@ def _messages(peeked: list[tuple[StoredMessage, int]], now_ms: int, counts: Coun
                           "Body"], rows, numeric=(3,))
 
 
-def _workers(workers: list[WorkerRecord], now_ms: int) -> str:
-    """The workers that announced themselves (conveyor/worker/presence.py)."""
+def _workers(announced: list[WorkerRecord], now_ms: int) -> str:
+    """The workers and autoscalers that announced themselves (conveyor/worker/presence.py)."""
+    scalers = [w for w in announced if w.kind == "scaler"]
+    return _worker_table([w for w in announced if w.kind == "worker"], now_ms) + (
+        _scaler_table(scalers, now_ms) if scalers else "")
+
+
+def _scaler_table(scalers: list[WorkerRecord], now_ms: int) -> str:
+    rows = []
+    for s in scalers:
+        status = s.status
+        rows.append([
+            _queue_link(s.region, s.queue), escape(str(status.get("policy", ""))),
+            escape(f"{status.get('current', '?')} → {status.get('desired', '?')}"),
+            escape(f"{status.get('metric', '?')} / {status.get('target', '?')}"),
+            escape(str(status.get("reason", ""))), _seen(s, now_ms)])
+    return "<h2>Autoscaling</h2>" + _table(
+        ["Queue", "Policy", "Workers now → wanted", "Backlog per worker / target",
+         "Last decision", "Last seen"], rows)
+
+
+def _seen(record: WorkerRecord, now_ms: int) -> str:
+    return f"{max(0, now_ms - record.last_seen_ms) // 1000} s ago"
+
+
+def _worker_table(workers: list[WorkerRecord], now_ms: int) -> str:
     if not workers:
         return ('<h2>Workers</h2><p class="muted">none has announced itself to this server '
                 "(conveyor worker does, every 10 s)</p>")
@@ -238,8 +262,7 @@ def _workers(workers: list[WorkerRecord], now_ms: int) -> str:
             escape(str(status.get("status", "?"))), escape(str(status.get("in_flight", ""))),
             escape(str(status.get("processed", ""))),
             f"{average:.3f} s" if isinstance(average, int | float) else "",
-            escape(str(status.get("app", ""))), _time_ms(w.first_seen_ms),
-            f"{max(0, now_ms - w.last_seen_ms) // 1000} s ago"])
+            escape(str(status.get("app", ""))), _time_ms(w.first_seen_ms), _seen(w, now_ms)])
     return "<h2>Workers</h2>" + _table(
         ["Worker", "Queue", "State", "In flight", "Processed", "Average job", "App", "Up since",
          "Last seen"], rows, numeric=(3, 4))

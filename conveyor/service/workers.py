@@ -3,8 +3,9 @@
 Wire: the JSON 1.0 protocol with `X-Amz-Target: ConveyorWorkers.<Action>`, signed like
 any SQS call, beside the lease API:
 
-- AnnounceWorker {WorkerId, Queue, TtlSeconds, Status}: "I am alive for TtlSeconds, and
-  this is how I am doing" (Status: a JSON object of the worker's own figures).
+- AnnounceWorker {WorkerId, Queue, TtlSeconds, Status, Kind}: "I am alive for
+  TtlSeconds, and this is how I am doing" (Status: a JSON object of its own figures;
+  Kind: `worker`, the default, or `scaler` for an autoscaler and its last decision).
 - ListWorkers {}: the workers whose announcement has not run out, oldest first.
 
 Liveness is ephemeral, so the registry lives in this process's memory: after a restart
@@ -30,6 +31,7 @@ ACTIONS = ("AnnounceWorker", "ListWorkers")
 MAX_TTL_S = 3600
 MAX_WORKERS = 10_000
 MAX_STATUS_BYTES = 16 * 1024
+KINDS = ("worker", "scaler")
 _ID = re.compile(r"[A-Za-z0-9_.:/#@-]{1,256}")
 
 Request = dict[str, Any]
@@ -38,6 +40,7 @@ Request = dict[str, Any]
 @dataclass(slots=True)
 class WorkerRecord:
     worker_id: str
+    kind: str
     region: str
     queue: str
     status: dict[str, Any]
@@ -56,6 +59,9 @@ class WorkerActions(ServiceBase):
         ttl = req.get("TtlSeconds")
         if isinstance(ttl, bool) or not isinstance(ttl, int | float) or not 0 < ttl <= MAX_TTL_S:
             raise InvalidParameterValue(f"TtlSeconds must be a number in (0, {MAX_TTL_S}].")
+        kind = req.get("Kind", "worker")
+        if kind not in KINDS:
+            raise InvalidParameterValue(f"Kind must be one of {', '.join(KINDS)}.")
         status = req.get("Status", {})
         if not isinstance(status, dict) or len(orjson.dumps(status)) > MAX_STATUS_BYTES:
             raise InvalidParameterValue(
@@ -65,7 +71,7 @@ class WorkerActions(ServiceBase):
         known = workers.get(worker_id)
         if known is None and len(workers) >= MAX_WORKERS:
             raise InvalidParameterValue(f"At most {MAX_WORKERS} workers can be announced.")
-        workers[worker_id] = WorkerRecord(worker_id, ctx.region, queue, status,
+        workers[worker_id] = WorkerRecord(worker_id, kind, ctx.region, queue, status,
                                           known.first_seen_ms if known else now_ms, now_ms,
                                           now + ttl)
         return {}
@@ -94,6 +100,7 @@ def _text(req: Request, name: str, pattern: re.Pattern[str]) -> str:
 
 
 def _out(worker: WorkerRecord) -> dict[str, Any]:
-    return {"WorkerId": worker.worker_id, "Region": worker.region, "Queue": worker.queue,
+    return {"WorkerId": worker.worker_id, "Kind": worker.kind, "Region": worker.region,
+            "Queue": worker.queue,
             "Status": worker.status,
             "FirstSeen": worker.first_seen_ms, "LastSeen": worker.last_seen_ms}

@@ -32,11 +32,12 @@ CALL_TIMEOUT_S = 5.0
 class Presence:
     target_prefix = TARGET_PREFIX
 
-    def __init__(self, sqs: SQSClient, queue_name: str,
-                 status: Callable[[], dict[str, Any]]) -> None:
+    def __init__(self, sqs: SQSClient, queue_name: str, status: Callable[[], dict[str, Any]],
+                 kind: str = "worker") -> None:
         self.sqs = sqs
         self.queue_name = queue_name
         self.status = status
+        self.kind = kind  # or "scaler": conveyor scale announces itself the same way
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.enabled = True
         self._task: asyncio.Task[None] | None = None
@@ -61,8 +62,8 @@ class Presence:
     async def _announce(self, ttl_s: float) -> None:
         try:
             await self.sqs.call("AnnounceWorker", {
-                "WorkerId": self.worker_id, "Queue": self.queue_name, "TtlSeconds": ttl_s,
-                "Status": self.status(),
+                "WorkerId": self.worker_id, "Kind": self.kind, "Queue": self.queue_name,
+                "TtlSeconds": ttl_s, "Status": self.status(),
             }, timeout_s=CALL_TIMEOUT_S, target_prefix=self.target_prefix)
         except SQSError as exc:
             if exc.status >= 500:

@@ -58,6 +58,8 @@ def test_burst_scales_out_then_back_to_min_nothing_lost_or_repeated(server, sqs,
                 try:
                     await wait_until(lambda: scaler.last is not None, what="first decision")
                     assert scaler.last.desired == 0  # empty queue, min 0: no worker
+                    await wait_until(lambda: _console_shows_scaler(server.url, queue_name),
+                                     what="the scaler in the server's console")
                     entries = [{"Id": str(i), "MessageBody": f"job-{i}"} for i in range(10)]
                     for start in range(0, JOBS, 10):
                         await aio(sqs.send_message_batch, QueueUrl=url,
@@ -87,6 +89,14 @@ def test_burst_scales_out_then_back_to_min_nothing_lost_or_repeated(server, sqs,
             assert await aio(queue_total, sqs, url) == 0
 
     run(scenario(), timeout_s=120)
+
+
+def _console_shows_scaler(server_url: str, queue_name: str) -> bool:
+    """The scaler announced itself: the console's Autoscaling table names its queue."""
+    with urllib.request.urlopen(server_url + "/console", timeout=10) as resp:
+        page = resp.read().decode()
+    section = page.partition("<h2>Autoscaling</h2>")[2]
+    return f">{queue_name}</a>" in section and "backlog" in section
 
 
 def test_scale_in_skips_a_busy_worker_and_its_job_completes(server, sqs, queue_name, tmp_path):

@@ -31,7 +31,8 @@ def test_an_announced_worker_is_listed_until_its_announcement_runs_out(raw: RawC
                                                 "TtlSeconds": 30, "Status": status})
     assert resp.status == 200, resp.body
     first = listed(raw)[worker_id]
-    assert (first["Region"], first["Queue"], first["Status"]) == ("us-east-1", "jobs", status)
+    assert (first["Kind"], first["Region"], first["Queue"], first["Status"]) == (
+        "worker", "us-east-1", "jobs", status)
 
     status["in_flight"] = 0
     workers_call(raw, "AnnounceWorker", {"WorkerId": worker_id, "Queue": "jobs",
@@ -53,6 +54,8 @@ def test_an_announced_worker_is_listed_until_its_announcement_runs_out(raw: RawC
     {"WorkerId": "w", "Queue": "q", "TtlSeconds": 5, "Status": [1]},
     {"WorkerId": "w", "Queue": "q", "TtlSeconds": 5, "Status": {"x": "y" * 20_000}},
     {"WorkerId": 7, "Queue": "q", "TtlSeconds": 5},
+    {"WorkerId": "w", "Queue": "q", "TtlSeconds": 5, "Kind": "robot"},
+    {"WorkerId": "w", "Queue": "q", "TtlSeconds": 5, "Kind": ["worker"]},
 ])
 def test_bad_announcements_are_refused(raw: RawClient, payload: dict[str, Any]) -> None:
     assert_json_error(workers_call(raw, "AnnounceWorker", payload), "InvalidParameterValue")
