@@ -61,9 +61,15 @@ class Presence:
 
     async def _announce(self, ttl_s: float) -> None:
         try:
+            status = self.status()
+        except Exception:  # a report that fails must not stop the work, nor its shutdown
+            log.exception("could not gather this %s's figures; announcing without them",
+                          self.kind)
+            status = {}
+        try:
             await self.sqs.call("AnnounceWorker", {
                 "WorkerId": self.worker_id, "Kind": self.kind, "Queue": self.queue_name,
-                "TtlSeconds": ttl_s, "Status": self.status(),
+                "TtlSeconds": ttl_s, "Status": status,
             }, timeout_s=CALL_TIMEOUT_S, target_prefix=self.target_prefix)
         except SQSError as exc:
             if exc.status >= 500:

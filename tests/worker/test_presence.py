@@ -65,3 +65,22 @@ def test_an_endpoint_without_the_registry_is_not_asked_again(server: ServerProce
             assert calls == ["InvalidAction"]  # one refused call, no goodbye
 
     run(scenario())
+
+
+def test_a_failing_status_report_still_announces_and_stops_cleanly(server: ServerProcess) -> None:
+    def broken() -> dict[str, Any]:
+        raise RuntimeError("figures unavailable")
+
+    async def scenario() -> None:
+        async with SQSClient(server.url) as sqs:
+            presence = Presence(sqs, "q", broken)
+            presence.start()
+            await wait_until(lambda: any(w["WorkerId"] == presence.worker_id
+                                         for w in _workers(server)), 10, "the announcement")
+            [mine] = [w for w in await aio(_workers, server)
+                      if w["WorkerId"] == presence.worker_id]
+            assert mine["Status"] == {}
+            await presence.stop()  # no exception from the failed report
+            assert presence.enabled
+
+    run(scenario())
