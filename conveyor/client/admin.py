@@ -152,10 +152,9 @@ def create_queue(target: Target, name: str, attributes: tuple[str, ...], tags: t
 
     async def work(sqs: SQSClient) -> str:
         if dead_letter:
-            dlq = await queue_url(sqs, dead_letter)
-            arn = (await sqs.get_queue_attributes(dlq, ["QueueArn"]))["QueueArn"]
-            attrs["RedrivePolicy"] = json.dumps(
-                {"deadLetterTargetArn": arn, "maxReceiveCount": max_receive_count})
+            attrs["RedrivePolicy"] = json.dumps({
+                "deadLetterTargetArn": await _arn(sqs, dead_letter),
+                "maxReceiveCount": max_receive_count})
         return await sqs.create_queue(name, attrs, _pairs(tags, "--tag"))
 
     click.echo(target.run(work))

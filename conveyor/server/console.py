@@ -18,7 +18,6 @@ import base64
 import binascii
 import hmac
 import logging
-import re
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from html import escape
@@ -29,7 +28,9 @@ import orjson
 
 from conveyor.server.http import Request, Response
 from conveyor.service import RequestContext, Service
+from conveyor.service.context import parse_arn
 from conveyor.service.redrive import dead_letter_arn
+from conveyor.service.validate import plain_name
 from conveyor.service.workers import WorkerRecord
 from conveyor.sqs.errors import SqsError
 from conveyor.store.base import Counts, QueueRecord, StoredMessage, StoreError
@@ -41,7 +42,6 @@ REFRESH_S = 5
 PEEK_LIMIT = 20  # messages shown on a queue's page
 BODY_CHARS = 200  # of each body
 HTML = b"text/html; charset=utf-8"
-REGION = re.compile(r"[a-z0-9-]{1,64}")  # what a SigV4 scope names; nothing else is looked up
 
 _STYLE = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 2em; color: #222; }
@@ -74,7 +74,8 @@ class Console:
         try:
             if not parts:
                 return await self._overview(req)
-            if len(parts) == 3 and parts[0] == "queues" and REGION.fullmatch(parts[1]):
+            # A region that no queue URL could name is never looked up.
+            if len(parts) == 3 and parts[0] == "queues" and parts[1] and plain_name(parts[1]):
                 return await self._queue(req, region=parts[1], name=parts[2])
         except StoreError as exc:
             log.error("console: the store failed: %s", exc)
@@ -199,8 +200,8 @@ def _redrive_cell(queue: QueueRecord) -> str:
         return '<span class="muted">nowhere</span>'
     policy: dict[str, Any] = orjson.loads(text)
     arn = str(policy.get("deadLetterTargetArn", ""))
-    parts = arn.split(":")  # arn:aws:sqs:<region>:<account>:<name>, checked when it was set
-    target = _queue_link(parts[3], parts[5]) if len(parts) == 6 else escape(arn)
+    parsed = parse_arn(arn)  # checked when the policy was set
+    target = _queue_link(parsed.region, parsed.name) if parsed else escape(arn)
     count = policy.get("maxReceiveCount")
     return f"{target} after {escape(str(count))} receive{'' if count == 1 else 's'}"
 

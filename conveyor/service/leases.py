@@ -39,13 +39,13 @@ class ConditionalCheckFailed(SqsError):
 
 class LeaseActions(ServiceBase):
     async def acquire_lease(self, ctx: RequestContext, req: Request) -> dict[str, Any]:
-        name, holder, ttl_ms = _name(req), _holder(req), _ttl_ms(req)
+        name, holder, ttl_ms = _name(req), _holder(req), checked_ttl_ms(req)
         lease = await self.store.lease_acquire(ctx.region, name, holder, ttl_ms,
                                                self.clock.now_ms())
         return await self._granted(ctx, name, lease)
 
     async def update_lease(self, ctx: RequestContext, req: Request) -> dict[str, Any]:
-        name, holder, ttl_ms = _name(req), _holder(req), _ttl_ms(req)
+        name, holder, ttl_ms = _name(req), _holder(req), checked_ttl_ms(req)
         version = req.get("Version")
         if not isinstance(version, int) or isinstance(version, bool):
             raise MissingParameter("The request must contain the integer parameter Version.")
@@ -95,7 +95,8 @@ def _holder(req: Request) -> str:
     return holder
 
 
-def _ttl_ms(req: Request) -> int:
+def checked_ttl_ms(req: Request) -> int:
+    """TtlSeconds, checked, in milliseconds (leases and worker announcements)."""
     ttl = req.get("TtlSeconds")
     if isinstance(ttl, bool) or not isinstance(ttl, int | float) or not 0 < ttl <= MAX_TTL_S:
         raise InvalidParameterValue(f"TtlSeconds must be a number in (0, {MAX_TTL_S}].")

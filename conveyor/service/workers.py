@@ -24,11 +24,11 @@ import orjson
 
 from conveyor.service.base import ServiceBase
 from conveyor.service.context import RequestContext
+from conveyor.service.leases import checked_ttl_ms
 from conveyor.sqs.errors import InvalidParameterValue
 
 TARGET_PREFIX = "ConveyorWorkers."
 ACTIONS = ("AnnounceWorker", "ListWorkers")
-MAX_TTL_S = 3600
 MAX_WORKERS = 10_000
 MAX_STATUS_BYTES = 16 * 1024
 KINDS = ("worker", "scaler")
@@ -56,9 +56,7 @@ class WorkerActions(ServiceBase):
 
     async def announce_worker(self, ctx: RequestContext, req: Request) -> dict[str, Any]:
         worker_id, queue = _text(req, "WorkerId", _ID), _text(req, "Queue", _ID)
-        ttl = req.get("TtlSeconds")
-        if isinstance(ttl, bool) or not isinstance(ttl, int | float) or not 0 < ttl <= MAX_TTL_S:
-            raise InvalidParameterValue(f"TtlSeconds must be a number in (0, {MAX_TTL_S}].")
+        ttl_s = checked_ttl_ms(req) / 1000
         kind = req.get("Kind", "worker")
         if kind not in KINDS:
             raise InvalidParameterValue(f"Kind must be one of {', '.join(KINDS)}.")
@@ -73,7 +71,7 @@ class WorkerActions(ServiceBase):
             raise InvalidParameterValue(f"At most {MAX_WORKERS} workers can be announced.")
         workers[worker_id] = WorkerRecord(worker_id, kind, ctx.region, queue, status,
                                           known.first_seen_ms if known else now_ms, now_ms,
-                                          now + ttl)
+                                          now + ttl_s)
         return {}
 
     async def list_workers(self, ctx: RequestContext, req: Request) -> dict[str, Any]:

@@ -20,11 +20,17 @@ def _get(client: RawClient, path: str, **headers: str) -> Any:
     return client.request("GET", path, headers=headers, sign=False)
 
 
+def _rows(html: str) -> list[list[str]]:
+    """The cells of every table row in `html`, tags stripped (header rows have none)."""
+    rows = [[re.sub(r"<[^>]+>", "", c) for c in re.findall(r"<td[^>]*>(.*?)</td>", row)]
+            for row in re.findall(r"<tr>(.*?)</tr>", html)]
+    return [cells for cells in rows if cells]
+
+
 def _row(page: str, name: str) -> list[str]:
-    """The cells of the overview's row for queue `name`, tags stripped."""
-    for row in re.findall(r"<tr>(.*?)</tr>", page):
-        cells = [re.sub(r"<[^>]+>", "", c) for c in re.findall(r"<td[^>]*>(.*?)</td>", row)]
-        if cells and cells[0] == name:
+    """The cells of the overview's row for queue `name`."""
+    for cells in _rows(page):
+        if cells[0] == name:
             return cells
     raise AssertionError(f"no row for {name}")
 
@@ -88,8 +94,7 @@ def test_queue_page_shows_the_next_messages_without_receiving_them(
 
     page = _get(raw, f"/console/queues/us-east-1/{queue_name_of(source)}").body.decode()
     messages = page.split("<h2>Messages</h2>")[1].split("<h2>")[0]
-    rows = [[re.sub(r"<[^>]+>", "", c) for c in re.findall(r"<td[^>]*>(.*?)</td>", row)]
-            for row in re.findall(r"<tr>(.*?)</tr>", messages)][1:]
+    rows = _rows(messages)
     assert [r[2] for r in rows] == ["visible", "delayed for 120 s", "in flight for 900 s"]
     assert rows[1][0] == later["MessageId"] and rows[2][0] == taken["MessageId"]
     assert [r[3] for r in rows] == ["0", "0", "1"]
