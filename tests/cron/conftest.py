@@ -15,6 +15,7 @@ import pytest
 from tests.support import ServerProcess, free_port, wait_http
 
 MOTO = Path(sys.executable).with_name("moto_server")
+SERIAL_MOTO = Path(__file__).with_name("moto_serial.py")
 
 
 @pytest.fixture(scope="module")
@@ -36,15 +37,15 @@ def advance_server(server: ServerProcess, seconds: float) -> None:
 
 @pytest.fixture(scope="session")
 def moto_url(tmp_path_factory) -> Iterator[str]:
-    """moto's server (DynamoDB-compatible) on a free port."""
+    """moto's server (DynamoDB-compatible, one request at a time) on a free port."""
     if not MOTO.exists():
         if os.environ.get("CI") == "true":
             pytest.fail("moto_server is not installed (CI must not skip)")
         pytest.skip("moto_server is not installed (pip install 'moto[server]')")
     port = free_port()
     log = open(tmp_path_factory.mktemp("moto") / "moto.log", "wb")  # noqa: SIM115
-    proc = subprocess.Popen([str(MOTO), "-H", "127.0.0.1", "-p", str(port)], stdout=log,
-                            stderr=subprocess.STDOUT)
+    proc = subprocess.Popen([sys.executable, str(SERIAL_MOTO), "127.0.0.1", str(port)],
+                            stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
         wait_http(url + "/moto-api/", timeout_s=30, proc=proc)
