@@ -43,7 +43,7 @@ from conveyor.server.app import App, ServerSettings  # noqa: E402
 from conveyor.server.http import HttpServer, _Connection  # noqa: E402
 from conveyor.service import RequestContext, Service  # noqa: E402
 from conveyor.sqs.limits import STRICT  # noqa: E402
-from conveyor.store.sqlite import SqliteStore  # noqa: E402
+from conveyor.store.journal import JournaledStore  # noqa: E402
 
 HOST = "127.0.0.1:9324"
 QUEUE_URL = f"http://{HOST}/000000000000/bench"
@@ -106,7 +106,7 @@ class _Transport:
 
 async def measure(messages: int, unbatched: bool, profile: bool, cold_cache_kib: int,
                   idle_s: float) -> float:
-    store = SqliteStore(tempfile.mkdtemp(prefix="conveyor-bench-"))
+    store = JournaledStore(tempfile.mkdtemp(prefix="conveyor-bench-"))
     service = Service(store, STRICT, Clock())
     http = HttpServer(App(service, ServerSettings()).handle, STRICT.max_request_bytes)
     await service.create_queue(RequestContext("us-east-1", "000000000000", f"http://{HOST}"),

@@ -22,7 +22,7 @@ from conveyor.service import Service
 from conveyor.sqs import shapes
 from conveyor.sqs.limits import MODES
 from conveyor.store.base import Store, StoreError
-from conveyor.store.sqlite import SqliteStore
+from conveyor.store.journal import JournaledStore
 
 log = logging.getLogger("conveyor.server")
 
@@ -164,7 +164,7 @@ async def open_store(settings: dict[str, Any], clock: Clock) -> Store:
     """`--store sqlite` (the default, in --data-dir) or `--store postgresql://...`."""
     target = settings["store"]
     if target == "sqlite":
-        return SqliteStore(settings["data_dir"])
+        return JournaledStore(settings["data_dir"])
     if target.startswith(("postgresql://", "postgres://")):
         from conveyor.store.postgres import PostgresStore
 

@@ -302,6 +302,10 @@ class MessageActions(ServiceBase):
         except SqsError:
             self.log.warning("dead-letter queue %s of %s does not exist", arn.name, queue.name)
             return None
+        if dlq.fifo != queue.fifo:  # recreated as the other type since the policy was set
+            self.log.warning("dead-letter queue %s of %s is not of its type", arn.name,
+                             queue.name)
+            return None
         return Redrive(int(policy["maxReceiveCount"]), dlq.id,
                        ctx.queue_arn(queue.name, queue.region))
 

@@ -9,9 +9,12 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from conveyor.store import postgres, sqlite
+from conveyor.store import journal, postgres, sqlite
 from conveyor.store.base import NewMessage
 from tests.support import CREATED_SCHEMAS, POSTGRES_URL, require_postgres
+
+# Every store: SQLite alone, SQLite behind the journal (the server's default), PostgreSQL.
+KINDS = ["sqlite", "journal", "postgresql"]
 
 # A queue's attributes as the service fills them in (the store reads these three).
 ATTRIBUTES = {"MessageRetentionPeriod": "345600", "VisibilityTimeout": "30",
@@ -32,11 +35,13 @@ def message(body: str, sent_ms: int, visible_at_ms: int | None = None,
 
 
 def run(kind: str, tmp_path: Path, scenario: Callable[[Any], Awaitable[None]]) -> None:
-    """Run `scenario` on a fresh store: "sqlite" in tmp_path, or "postgresql" in a schema
-    of its own (dropped at the end of the session)."""
+    """Run `scenario` on a fresh store: "sqlite" or "journal" in tmp_path, or "postgresql"
+    in a schema of its own (dropped at the end of the session)."""
     async def main() -> None:
         if kind == "sqlite":
             store: Any = sqlite.SqliteStore(tmp_path)
+        elif kind == "journal":
+            store = journal.JournaledStore(tmp_path)
         else:
             schema = "t_" + os.urandom(6).hex()
             CREATED_SCHEMAS.append(schema)

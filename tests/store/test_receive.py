@@ -1,4 +1,4 @@
-"""What a receive looks at, on both stores: a FIFO receive scans the queue's head only,
+"""What a receive looks at, on every store: a FIFO receive scans the queue's head only,
 as SQS does, and a receive dead-letters only the messages it would have returned, so
 that neither reads a whole backlog."""
 
@@ -10,16 +10,15 @@ import pytest
 
 from conveyor.store import postgres, sqlite
 from conveyor.store.base import Redrive, Store
-from tests.store.helpers import ATTRIBUTES, message, now_ms, run
-from tests.support import STORES
+from tests.store.helpers import ATTRIBUTES, KINDS, message, now_ms, run
 
 
-@pytest.mark.parametrize("kind", STORES)
+@pytest.mark.parametrize("kind", KINDS)
 def test_a_fifo_receive_looks_at_the_queues_head_only(kind: str, tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """SQS scans the first 120,000 messages of a FIFO queue for available groups: a
     backlog in a group with a message in flight holds back the groups sent after it."""
-    module = sqlite if kind == "sqlite" else postgres
+    module = postgres if kind == "postgresql" else sqlite
     monkeypatch.setattr(module, "FIFO_SCAN", 20)
 
     async def scenario(store: Store) -> None:
@@ -40,7 +39,7 @@ def test_a_fifo_receive_looks_at_the_queues_head_only(kind: str, tmp_path: Path,
     run(kind, tmp_path, scenario)
 
 
-@pytest.mark.parametrize("kind", STORES)
+@pytest.mark.parametrize("kind", KINDS)
 def test_a_receive_dead_letters_only_what_it_would_return(kind: str, tmp_path: Path) -> None:
     """Messages received too often move when a receive meets them, up to its limit; the
     rest of a big backlog is not read for it."""

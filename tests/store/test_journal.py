@@ -1,0 +1,143 @@
+"""The journal in front of SQLite: what memory held before a crash is what SQLite holds
+after the restart's replay, whatever changes the messages went through."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conveyor.store.base import OK, STALE, Handle, Redrive, StoreError
+from conveyor.store.journal import JournaledStore
+from tests.store.helpers import ATTRIBUTES, message, now_ms
+
+ARN = "arn:aws:sqs:us-east-1:000000000000:q"
+
+
+def crash(store: JournaledStore) -> None:
+    """What kill -9 leaves: the journal and SQLite's file as they are, nothing flushed."""
+    os.close(store._journal)
+    store.db.close()
+    store._lock.close()
+
+
+def held(store: JournaledStore) -> set[tuple]:
+    """Every message in memory with its state."""
+    return {(p.queue_id, p.visible_at, *_fields(p.message))
+            for messages in store._pending.values() for p in messages.values()}
+
+
+def in_sqlite(store: JournaledStore) -> set[tuple]:
+    rows = store.db.execute(
+        "SELECT queue_id, visible_at, seq, message_id, body, sent_ms, receive_count,"
+        " first_receive_ms, receipt, dlq_source_arn FROM messages").fetchall()
+    return set(rows)
+
+
+def _fields(m) -> tuple:
+    return (m.seq, m.message_id, m.body, m.sent_ms, m.receive_count, m.first_receive_ms,
+            m.receipt, m.dlq_source_arn)
+
+
+def test_a_restart_after_a_crash_replays_every_kind_of_change(tmp_path: Path) -> None:
+    async def before() -> set[tuple]:
+        store = JournaledStore(tmp_path)
+        queue = await store.create_queue("us-east-1", "q", ATTRIBUTES, {}, 0)
+        dlq = await store.create_queue("us-east-1", "dlq", ATTRIBUTES, {}, 0)
+        gone = await store.create_queue("us-east-1", "gone", ATTRIBUTES, {}, 0)
+        now = now_ms()
+        await store.send(queue, [message(f"m-{i}", now) for i in range(6)], now, 0)
+        await store.send(queue, [message("later", now, now + 60_000)], now, 0)
+        await store.send(gone, [message("lost with its queue", now)], now, 0)
+        taken = await store.receive(queue, 4, 30_000, now, None)
+        deleted, extended, back, dead = taken
+        assert await store.delete(queue, [Handle(deleted.seq, deleted.receipt or "")]) == [OK]
+        assert await store.change_visibility(queue, [
+            Handle(extended.seq, extended.receipt or "", now + 90_000),
+            Handle(back.seq, back.receipt or "", now)], now) == [OK, OK]
+        redrive = Redrive(1, dlq.id, ARN)
+        await store.receive(queue, 2, 30_000, now + 1, redrive)  # `back` dead-lettered
+        assert redrive.moved == [back.message_id]
+        store._record([["q", gone.id]])  # what delete_queue journals for late sends
+        state = held(store)
+        crash(store)
+        return state
+
+    state = asyncio.run(before())
+    assert len(state) == 6 and any(row[-1] == ARN for row in state)
+    store = JournaledStore(tmp_path)
+    try:
+        assert in_sqlite(store) == state
+        assert not store._pending and list(tmp_path.glob("journal-*")) == [
+            tmp_path / "journal-000000000002"]
+    finally:
+        asyncio.run(store.close())
+
+
+def test_a_torn_last_record_is_skipped(tmp_path: Path) -> None:
+    async def before() -> None:
+        store = JournaledStore(tmp_path)
+        queue = await store.create_queue("us-east-1", "q", ATTRIBUTES, {}, 0)
+        now = now_ms()
+        await store.send(queue, [message("kept", now)], now, 0)
+        with open(tmp_path / "journal-000000000001", "ab") as journal:
+            journal.write(b'["s",1,[[9,"torn","to')  # a write cut short: never acknowledged
+        crash(store)
+
+    asyncio.run(before())
+    store = JournaledStore(tmp_path)
+    try:
+        assert [row[4] for row in in_sqlite(store)] == ["kept"]
+    finally:
+        asyncio.run(store.close())
+
+
+def test_a_journal_already_checkpointed_is_not_replayed(tmp_path: Path) -> None:
+    """A crash between the checkpoint's commit and the old journal's removal."""
+    async def before() -> None:
+        store = JournaledStore(tmp_path)
+        queue = await store.create_queue("us-east-1", "q", ATTRIBUTES, {}, 0)
+        now = now_ms()
+        await store.send(queue, [message("done", now)], now, 0)
+        shutil.copy(tmp_path / "journal-000000000001", tmp_path / "copy")
+        await store.expire(now)  # checkpoints: the message moves into SQLite
+        [m] = await store.receive(queue, 1, 30_000, now, None)
+        assert await store.delete(queue, [Handle(m.seq, m.receipt or "")]) == [OK]
+        os.rename(tmp_path / "copy", tmp_path / "journal-000000000001")
+        crash(store)
+
+    asyncio.run(before())
+    store = JournaledStore(tmp_path)
+    try:
+        assert in_sqlite(store) == set()
+        assert not (tmp_path / "journal-000000000001").exists()
+    finally:
+        asyncio.run(store.close())
+
+
+def test_a_failed_checkpoint_keeps_memory_and_journal(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    async def scenario() -> None:
+        store = JournaledStore(tmp_path)
+        queue = await store.create_queue("us-east-1", "q", ATTRIBUTES, {}, 0)
+        now = now_ms()
+        await store.send(queue, [message("a", now)], now, 0)
+
+        def broken(*args: object) -> None:
+            raise StoreError("SQLite: disk I/O error")
+
+        with monkeypatch.context() as patched:
+            patched.setattr(store, "_commit_pending", broken)
+            with pytest.raises(StoreError):
+                await store.purge(queue, now)
+        [m] = await store.receive(queue, 10, 30_000, now, None)  # still held
+        assert m.body == "a"
+        assert await store.delete(queue, [Handle(m.seq, "other")]) == [STALE]
+        await store.expire(now)  # the next checkpoint moves it into SQLite
+        assert not store._pending and len(in_sqlite(store)) == 1
+        await store.close()
+
+    asyncio.run(scenario())
