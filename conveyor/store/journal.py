@@ -48,9 +48,10 @@ from conveyor.store.sqlite import SqliteStore
 
 log = logging.getLogger("conveyor.store")
 
-# Past this many messages in memory a checkpoint runs soon: a receive scans its queue's
-# messages in memory, and a restart replays them.
-PENDING_LIMIT = 10_000
+# Past this many messages in memory, or this many bytes of journal, a checkpoint runs
+# soon: a receive scans its queue's messages in memory, and a restart replays the journal.
+PENDING_LIMIT = 2_000
+JOURNAL_LIMIT = 64 << 20
 
 _NOTHING_VISIBLE = 1 << 62  # SQLite holds nothing that will become visible
 
@@ -177,15 +178,16 @@ class JournaledStore(SqliteStore):
         return last + 1
 
     def _replay(self, path: Path) -> None:
+        """Apply a journal's records. An unreadable one can only be a write that failed, and
+        so was never acknowledged: it is skipped, and the records after it still count."""
         lines = path.read_bytes().split(b"\n")
-        # The last piece is empty unless a write was cut short: never acknowledged.
-        for number, line in enumerate(lines[:-1], 1):
+        for number, line in enumerate(lines, 1):
+            if not line:
+                continue
             try:
                 self._apply(orjson.loads(line))
             except (orjson.JSONDecodeError, KeyError, IndexError, TypeError, ValueError) as exc:
-                log.warning("journal %s: line %d unreadable (%s); the rest is skipped",
-                            path.name, number, exc)
-                return
+                log.warning("journal %s: record %d skipped (%s)", path.name, number, exc)
 
     def _commit_pending(self, generation: int) -> None:
         """Write every message in memory into SQLite and mark `generation` applied, in one
@@ -247,7 +249,7 @@ class JournaledStore(SqliteStore):
             (seq, m.message_id, m.body, m.md5_body, m.attributes, m.md5_attributes, m.system,
              m.sent_ms, m.sender_id, m.visible_at_ms)
             for seq, m in zip(seqs, messages, strict=True)]]])
-        if self._held > PENDING_LIMIT:
+        if self._held > PENDING_LIMIT or self._journal_bytes > JOURNAL_LIMIT:
             self._checkpoint_soon()
         return [SentMessage(m.message_id, seq) for seq, m in zip(seqs, messages, strict=True)]
 
