@@ -3,7 +3,8 @@
 Feeds SigV4-signed requests, shaped as boto3 sends them, straight into the server's HTTP
 protocol object and runs the batched pipeline (SendMessageBatch 10, ReceiveMessage 10,
 DeleteMessageBatch) or, with --unbatched, SendMessage / ReceiveMessage / DeleteMessage,
-one request at a time on a fresh SQLite store. This is the cost of
+one request at a time on a fresh store (the server's: SQLite behind the journal;
+`--sqlite-only` for SQLite alone). This is the cost of
 Conveyor's own code with warm caches; `run.py` measures it under real load. Use it to
 check an optimisation quickly, and with `--profile` to see where the time goes:
 
@@ -44,6 +45,7 @@ from conveyor.server.http import HttpServer, _Connection  # noqa: E402
 from conveyor.service import RequestContext, Service  # noqa: E402
 from conveyor.sqs.limits import STRICT  # noqa: E402
 from conveyor.store.journal import JournaledStore  # noqa: E402
+from conveyor.store.sqlite import SqliteStore  # noqa: E402
 
 HOST = "127.0.0.1:9324"
 QUEUE_URL = f"http://{HOST}/000000000000/bench"
@@ -105,8 +107,9 @@ class _Transport:
 
 
 async def measure(messages: int, unbatched: bool, profile: bool, cold_cache_kib: int,
-                  idle_s: float) -> float:
-    store = JournaledStore(tempfile.mkdtemp(prefix="conveyor-bench-"))
+                  idle_s: float, sqlite_only: bool) -> float:
+    kind = SqliteStore if sqlite_only else JournaledStore
+    store = kind(tempfile.mkdtemp(prefix="conveyor-bench-"))
     service = Service(store, STRICT, Clock())
     http = HttpServer(App(service, ServerSettings()).handle, STRICT.max_request_bytes)
     await service.create_queue(RequestContext("us-east-1", "000000000000", f"http://{HOST}"),
@@ -177,13 +180,17 @@ def main() -> None:
     parser.add_argument("--idle-ms", type=float, default=0.0, metavar="MS",
                         help="sleep MS before each request, as a server waits for the next "
                              "one under load (the sleep's own CPU is counted)")
+    parser.add_argument("--sqlite-only", action="store_true",
+                        help="the SQLite store without the journal in front")
     args = parser.parse_args()
     rate = uvloop.run(measure(args.messages, args.unbatched, args.profile, args.cold_cache,
-                              args.idle_ms / 1000))
+                              args.idle_ms / 1000, args.sqlite_only))
     kind = "unbatched" if args.unbatched else "batched"
     conditions = f", caches evicted with {args.cold_cache} KiB" if args.cold_cache else ""
     if args.idle_ms:
         conditions += f", idle {args.idle_ms:g} ms before each request"
+    if args.sqlite_only:
+        conditions += ", SQLite store alone"
     print(f"{rate:,.0f} messages per CPU-second (in-process, {kind} pipeline{conditions}, "
           "including building the delete requests from each receive)")
 

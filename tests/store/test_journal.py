@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import shutil
 from pathlib import Path
 
@@ -141,3 +142,50 @@ def test_a_failed_checkpoint_keeps_memory_and_journal(tmp_path: Path,
         await store.close()
 
     asyncio.run(scenario())
+
+
+def test_random_changes_and_crashes_lose_nothing(tmp_path: Path) -> None:
+    """Sends, receives, deletes, visibility changes, dead letters and checkpoints in a
+    random order, with a crash after each round: the restart finds exactly what memory
+    and SQLite held together."""
+    rng = random.Random(7)
+
+    async def round_then_crash(number: int) -> set[tuple]:
+        store = JournaledStore(tmp_path)
+        queue = await store.get_queue("us-east-1", "q") or await store.create_queue(
+            "us-east-1", "q", ATTRIBUTES, {}, 0)
+        dlq = await store.get_queue("us-east-1", "dlq") or await store.create_queue(
+            "us-east-1", "dlq", ATTRIBUTES, {}, 0)
+        redrive = Redrive(3, dlq.id, ARN)
+        now = now_ms() + number * 100_000  # each round later: visibility runs out
+        taken = []
+        for step in range(40):
+            action = rng.random()
+            if action < 0.35:
+                batch = [message(f"{number}-{step}-{i}", now) for i in range(rng.randint(1, 10))]
+                await store.send(queue, batch, now, 0)
+            elif action < 0.6:
+                taken += await store.receive(queue, rng.randint(1, 10), rng.choice([0, 30_000]),
+                                             now, redrive)
+            elif action < 0.8 and taken:
+                chosen = rng.sample(taken, rng.randint(1, min(10, len(taken))))
+                await store.delete(queue, [Handle(m.seq, m.receipt or "") for m in chosen])
+            elif action < 0.9 and taken:
+                m = rng.choice(taken)
+                await store.change_visibility(
+                    queue, [Handle(m.seq, m.receipt or "", now + rng.randint(0, 60_000))], now)
+            elif action < 0.95:
+                await store.expire(now)  # a checkpoint
+            now += rng.randint(0, 2_000)
+        state = held(store) | in_sqlite(store)
+        assert len(list(tmp_path.glob("journal-*"))) == 1  # checkpointed ones are removed
+        crash(store)
+        return state
+
+    for number in range(8):
+        state = asyncio.run(round_then_crash(number))
+        store = JournaledStore(tmp_path)
+        try:
+            assert in_sqlite(store) == state
+        finally:
+            crash(store)
