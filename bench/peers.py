@@ -189,7 +189,7 @@ LAUNCHERS: dict[str, Callable[[int, list[str]], Launch]] = {
 
 # What each server keeps its messages in, for the results table.
 STORAGE = {
-    "conveyor": "SQLite (durable)",
+    "conveyor": "SQLite + journal (durable)",
     "moto": "memory",
     "fauxqs": "memory",
     "fauxqs-sqlite": "SQLite WAL (fauxqs --data-dir)",

@@ -192,11 +192,7 @@ class JournaledStore(SqliteStore):
     def _commit_pending(self, generation: int) -> None:
         """Write every message in memory into SQLite and mark `generation` applied, in one
         transaction; then memory is empty."""
-        rows = [(seq, held.queue_id, m.message_id, m.body, m.md5_body, m.attributes,
-                 m.md5_attributes, m.system, m.sent_ms, m.sender_id, held.visible_at,
-                 m.receive_count, m.first_receive_ms, m.receipt, None, None, m.dlq_source_arn)
-                for messages in self._pending.values() for seq, held in messages.items()
-                if (m := held.message)]
+        rows = [_row(held) for messages in self._pending.values() for held in messages.values()]
         with self._write_now() as db:
             db.executemany(_INSERT_FULL, rows)
             db.execute("INSERT OR REPLACE INTO meta VALUES ('journal_applied', ?)",
@@ -430,6 +426,13 @@ class JournaledStore(SqliteStore):
         for _, destination in moves:
             self._sqlite_idle_until.pop(destination, None)
         return moved
+
+
+def _row(held: _Pending) -> tuple:
+    m = held.message
+    return (m.seq, held.queue_id, m.message_id, m.body, m.md5_body, m.attributes,
+            m.md5_attributes, m.system, m.sent_ms, m.sender_id, held.visible_at,
+            m.receive_count, m.first_receive_ms, m.receipt, None, None, m.dlq_source_arn)
 
 
 def _copy(m: StoredMessage) -> StoredMessage:

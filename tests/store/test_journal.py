@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from conveyor.store import journal
 from conveyor.store.base import OK, STALE, Handle, Redrive, StoreError
 from conveyor.store.journal import JournaledStore
 from tests.store.helpers import ATTRIBUTES, message, now_ms
@@ -189,3 +190,23 @@ def test_random_changes_and_crashes_lose_nothing(tmp_path: Path) -> None:
             assert in_sqlite(store) == state
         finally:
             crash(store)
+
+
+def test_past_the_limit_a_checkpoint_runs_by_itself(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(journal, "PENDING_LIMIT", 5)
+
+    async def scenario() -> None:
+        store = JournaledStore(tmp_path)
+        queue = await store.create_queue("us-east-1", "q", ATTRIBUTES, {}, 0)
+        now = now_ms()
+        await store.send(queue, [message(f"m-{i}", now) for i in range(4)], now, 0)
+        assert store._held == 4 and not in_sqlite(store)
+        await store.send(queue, [message(f"n-{i}", now) for i in range(4)], now, 0)
+        assert store._checkpoint_task is not None
+        await store._checkpoint_task
+        assert store._held == 0 and len(in_sqlite(store)) == 8
+        assert len(await store.receive(queue, 10, 30_000, now, None)) == 8
+        await store.close()
+
+    asyncio.run(scenario())
