@@ -75,6 +75,12 @@ def strict_server(launch: Launcher) -> ServerProcess:
     return launch()
 
 
+@pytest.fixture(scope="session")
+def clock_server(launch: Launcher) -> ServerProcess:
+    """A relaxed server whose clock tests move forward (see helpers.advance_clock)."""
+    return launch("--mode", "relaxed", "--dev-clock")
+
+
 @pytest.fixture
 def strict_sqs(strict_server: ServerProcess) -> Any:
     return sqs_client(strict_server.url)

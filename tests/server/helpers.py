@@ -12,6 +12,7 @@ import http.client
 import json
 import struct
 import time
+import urllib.request
 import uuid
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator, Mapping
@@ -132,6 +133,13 @@ def receive_all(sqs: Any, url: str, expected: int, timeout_s: float = 10.0,
             sqs.delete_message_batch(QueueUrl=url, Entries=[
                 {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(msgs)])
     return got
+
+
+def advance_clock(server_url: str, seconds: float) -> None:
+    """Move a `--dev-clock` server's time forward (visibility, delays, retention)."""
+    request = urllib.request.Request(f"{server_url}/_conveyor/clock?advance={seconds}",
+                                     method="POST")
+    urllib.request.urlopen(request, timeout=10).read()
 
 
 def counts(sqs: Any, url: str) -> tuple[int, int, int]:

@@ -7,22 +7,15 @@ from __future__ import annotations
 
 import json
 import random
-import urllib.request
 from typing import Any
 
 import pytest
 
-from tests.server.conftest import Launcher
-from tests.server.helpers import unique
+from tests.server.helpers import advance_clock, unique
 from tests.support import ServerProcess, sqs_client
 
 STEPS = 300
 MAX_RECEIVES = 4  # the redrive policy's maxReceiveCount
-
-
-@pytest.fixture(scope="session")
-def clock_server(launch: Launcher) -> ServerProcess:
-    return launch("--mode", "relaxed", "--dev-clock")
 
 
 class Scenario:
@@ -47,9 +40,7 @@ class Scenario:
         self.jumps: list[tuple[str, list[str]]] = []  # received while earlier ones waited
 
     def advance(self, seconds: float) -> None:
-        request = urllib.request.Request(
-            f"{self.server.url}/_conveyor/clock?advance={seconds}", method="POST")
-        urllib.request.urlopen(request, timeout=10).read()
+        advance_clock(self.server.url, seconds)
 
     def send(self) -> None:
         entries = []
