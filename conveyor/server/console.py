@@ -2,7 +2,7 @@
 
 Read-only HTML on the server's own port, served from the service layer like any SQS
 call: `/console` lists every queue of every region with its message counts and its
-dead-letter wiring, and the workers that announce themselves to this server;
+dead-letter wiring, and the workers that announce themselves (to any node);
 `/console/queues/<region>/<name>` shows one queue's next messages (looked at, not
 received), attributes, tags, dead-letter sources and move tasks. Pages refresh
 themselves every few seconds.
@@ -121,7 +121,7 @@ class Console:
             ])
         table = _table(["Queue", "Region", "Type", "Visible", "In flight", "Delayed",
                         "Dead letters go to", "Dead-letter queue of"], rows, numeric=(3, 4, 5))
-        return _page(200, "Queues", table + _workers(self.service.live_workers(),
+        return _page(200, "Queues", table + _workers(await self.service.live_workers(),
                                                      self.service.clock.now_ms()), refresh=True)
 
     async def _queue(self, req: Request, region: str, name: str) -> Response:
@@ -252,7 +252,7 @@ def _seen(record: WorkerRecord, now_ms: int) -> str:
 
 def _worker_table(workers: list[WorkerRecord], now_ms: int) -> str:
     if not workers:
-        return ('<h2>Workers</h2><p class="muted">none has announced itself to this server '
+        return ('<h2>Workers</h2><p class="muted">none has announced itself '
                 "(conveyor worker does, every 10 s)</p>")
     rows = []
     for w in workers:

@@ -8,15 +8,14 @@ any SQS call, beside the lease API:
   Kind: `worker`, the default, or `scaler` for an autoscaler and its last decision).
 - ListWorkers {}: the workers whose announcement has not run out, oldest first.
 
-Liveness is ephemeral, so the registry lives in this process's memory: after a restart
-the workers are back within one announcement interval, and on a cluster of nodes each
-node knows the workers that talk to it.
+The announcements are kept in the store, so on a cluster every node lists the workers
+that talk to any of them; one that stops announcing itself drops out when its TTL runs
+out.
 """
 
 from __future__ import annotations
 
 import re
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,17 +45,12 @@ class WorkerRecord:
     status: dict[str, Any]
     first_seen_ms: int
     last_seen_ms: int
-    expires: float  # time.monotonic()
 
 
 class WorkerActions(ServiceBase):
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._workers: dict[str, WorkerRecord] = {}
-
     async def announce_worker(self, ctx: RequestContext, req: Request) -> dict[str, Any]:
         worker_id, queue = _text(req, "WorkerId", _ID), _text(req, "Queue", _ID)
-        ttl_s = checked_ttl_ms(req) / 1000
+        ttl_ms = checked_ttl_ms(req)
         kind = req.get("Kind", "worker")
         if kind not in KINDS:
             raise InvalidParameterValue(f"Kind must be one of {', '.join(KINDS)}.")
@@ -64,29 +58,26 @@ class WorkerActions(ServiceBase):
         if not isinstance(status, dict) or len(orjson.dumps(status)) > MAX_STATUS_BYTES:
             raise InvalidParameterValue(
                 f"Status must be a JSON object of at most {MAX_STATUS_BYTES} bytes.")
-        workers = self._live()
-        now, now_ms = time.monotonic(), self.clock.now_ms()
-        known = workers.get(worker_id)
-        if known is None and len(workers) >= MAX_WORKERS:
+        now_ms = self.clock.now_ms()
+        record = orjson.dumps({"kind": kind, "region": ctx.region, "queue": queue,
+                               "status": status, "last_seen_ms": now_ms}).decode()
+        if not await self.store.save_worker(worker_id, record, now_ms, now_ms + ttl_ms,
+                                            MAX_WORKERS):
             raise InvalidParameterValue(f"At most {MAX_WORKERS} workers can be announced.")
-        workers[worker_id] = WorkerRecord(worker_id, kind, ctx.region, queue, status,
-                                          known.first_seen_ms if known else now_ms, now_ms,
-                                          now + ttl_s)
         return {}
 
     async def list_workers(self, ctx: RequestContext, req: Request) -> dict[str, Any]:
-        return {"Workers": [_out(w) for w in self.live_workers()]}
+        return {"Workers": [_out(w) for w in await self.live_workers()]}
 
-    def live_workers(self) -> list[WorkerRecord]:
+    async def live_workers(self) -> list[WorkerRecord]:
         """The workers whose last announcement has not run out, oldest first."""
-        return sorted(self._live().values(), key=lambda w: (w.first_seen_ms, w.worker_id))
-
-    def _live(self) -> dict[str, WorkerRecord]:
-        """The registry, less the workers that stopped announcing themselves."""
-        now = time.monotonic()
-        for worker_id in [w for w, record in self._workers.items() if record.expires <= now]:
-            del self._workers[worker_id]
-        return self._workers
+        workers = []
+        for worker_id, first_seen_ms, text in await self.store.workers(self.clock.now_ms()):
+            record = orjson.loads(text)
+            workers.append(WorkerRecord(worker_id, record["kind"], record["region"],
+                                        record["queue"], record["status"], first_seen_ms,
+                                        record["last_seen_ms"]))
+        return workers
 
 
 def _text(req: Request, name: str, pattern: re.Pattern[str]) -> str:

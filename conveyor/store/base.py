@@ -189,3 +189,12 @@ class Store(Protocol):
                            data: str, ttl_ms: int, now_ms: int) -> LeaseRecord | None: ...
     async def lease_release(self, region: str, name: str, holder: str) -> None: ...
     async def lease_get(self, region: str, name: str) -> LeaseRecord | None: ...
+
+    # workers' announcements (the console's list of who is working), JSON records
+    async def save_worker(self, worker_id: str, record: str, now_ms: int, expires_ms: int,
+                          max_workers: int) -> bool:
+        """Insert or renew; False (and nothing written) for a new worker when `max_workers`
+        are live. A worker keeps its first-seen time until its announcement runs out."""
+    async def workers(self, now_ms: int) -> list[tuple[str, int, str]]:
+        """(worker id, first seen ms, record) of the live workers, the oldest first; the
+        expired ones are forgotten."""

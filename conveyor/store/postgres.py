@@ -122,6 +122,14 @@ CREATE TABLE conveyor_leases (
 -- A FIFO receive scans the queue's head in order (the first FIFO_SCAN messages).
 CREATE INDEX conveyor_messages_fifo ON conveyor_messages (queue_id, seq)
     WHERE group_id IS NOT NULL;
+"""), (4, """
+-- Workers' announcements: who is working, until expires_ms, seen by every node.
+CREATE TABLE conveyor_workers (
+    worker_id      TEXT PRIMARY KEY,
+    first_seen_ms  BIGINT NOT NULL,
+    expires_ms     BIGINT NOT NULL,
+    record         TEXT NOT NULL      -- JSON: kind, region, queue, status, last seen
+);
 """)]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 _MIGRATION_LOCK = 0x636F6E76  # advisory lock key: one node migrates at a time
@@ -525,6 +533,30 @@ class PostgresStore:
             row = await db.fetchrow(f"SELECT {_LEASE_COLUMNS} FROM conveyor_leases"
                                     " WHERE region=$1 AND name=$2", region, name)
         return LeaseRecord(*row) if row else None
+
+    async def save_worker(self, worker_id: str, record: str, now_ms: int, expires_ms: int,
+                          max_workers: int) -> bool:
+        async with self._tx() as db:
+            known = await db.fetchval("SELECT 1 FROM conveyor_workers WHERE worker_id=$1"
+                                      " AND expires_ms>$2", worker_id, now_ms)
+            if not known and await db.fetchval(
+                    "SELECT count(*) FROM conveyor_workers WHERE expires_ms>$1",
+                    now_ms) >= max_workers:
+                return False
+            await db.execute(
+                "INSERT INTO conveyor_workers AS w VALUES ($1, $2, $3, $4)"
+                " ON CONFLICT (worker_id) DO UPDATE SET first_seen_ms=CASE WHEN"
+                " w.expires_ms<=$2 THEN $2 ELSE w.first_seen_ms END,"
+                " expires_ms=EXCLUDED.expires_ms, record=EXCLUDED.record",
+                worker_id, now_ms, expires_ms, record)
+        return True
+
+    async def workers(self, now_ms: int) -> list[tuple[str, int, str]]:
+        async with self._conn() as db:
+            await db.execute("DELETE FROM conveyor_workers WHERE expires_ms<=$1", now_ms)
+            rows = await db.fetch("SELECT worker_id, first_seen_ms, record FROM"
+                                  " conveyor_workers ORDER BY first_seen_ms, worker_id")
+        return [tuple(r) for r in rows]
 
     async def move_tasks(self, source_queue_id: int | None) -> list[MoveTaskRecord]:
         async with self._conn() as db:

@@ -131,6 +131,14 @@ CREATE TABLE IF NOT EXISTS leases (
     PRIMARY KEY (region, name)
 ) WITHOUT ROWID;
 
+-- Workers' announcements: who is working, until expires_ms.
+CREATE TABLE IF NOT EXISTS workers (
+    worker_id      TEXT PRIMARY KEY,
+    first_seen_ms  INTEGER NOT NULL,
+    expires_ms     INTEGER NOT NULL,
+    record         TEXT NOT NULL      -- JSON: kind, region, queue, status, last seen
+) WITHOUT ROWID;
+
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
@@ -566,6 +574,23 @@ class SqliteStore:
                               (region, name)).fetchone()
         return LeaseRecord(*row) if row else None
 
+    async def save_worker(self, worker_id: str, record: str, now_ms: int, expires_ms: int,
+                          max_workers: int) -> bool:
+        async with self._write() as db:
+            known = db.execute("SELECT 1 FROM workers WHERE worker_id=? AND expires_ms>?",
+                               (worker_id, now_ms)).fetchone()
+            if not known and db.execute("SELECT count(*) FROM workers WHERE expires_ms>?",
+                                        (now_ms,)).fetchone()[0] >= max_workers:
+                return False
+            db.execute(_SAVE_WORKER, (worker_id, now_ms, expires_ms, record))
+        return True
+
+    async def workers(self, now_ms: int) -> list[tuple[str, int, str]]:
+        async with self._write() as db:
+            db.execute("DELETE FROM workers WHERE expires_ms<=?", (now_ms,))
+            return db.execute("SELECT worker_id, first_seen_ms, record FROM workers"
+                              " ORDER BY first_seen_ms, worker_id").fetchall()
+
     async def move_tasks(self, source_queue_id: int | None) -> list[MoveTaskRecord]:
         """The tasks of one source queue, or of all queues (None)."""
         rows = self.db.execute("SELECT record FROM move_tasks WHERE ? IS NULL OR"
@@ -574,6 +599,13 @@ class SqliteStore:
 
 
 _LEASE_COLUMNS = "name, holder, version, expires_ms, data"
+
+# A worker seen again keeps its first-seen time, unless its last announcement ran out.
+_SAVE_WORKER = (
+    "INSERT INTO workers VALUES (?1, ?2, ?3, ?4) ON CONFLICT (worker_id) DO UPDATE SET"
+    " first_seen_ms=CASE WHEN workers.expires_ms<=?2 THEN ?2 ELSE workers.first_seen_ms END,"
+    " expires_ms=excluded.expires_ms, record=excluded.record"
+)
 
 
 def _insert_row(seq: int, queue: QueueRecord, m: NewMessage) -> tuple:

@@ -46,7 +46,7 @@ def test_a_send_on_one_node_wakes_a_long_poll_on_the_other(pair: tuple[ServerPro
     assert got[0] - sent_at < 7
 
 
-def test_queues_and_leases_are_shared(pair: tuple[ServerProcess, ServerProcess]) -> None:
+def test_queues_leases_and_workers_are_shared(pair: tuple[ServerProcess, ServerProcess]) -> None:
     a, b = pair
     url = sqs_client(a.url).create_queue(QueueName="shared")["QueueUrl"]
     assert sqs_client(b.url).get_queue_url(QueueName="shared")["QueueUrl"].endswith("/shared")
@@ -62,6 +62,18 @@ def test_queues_and_leases_are_shared(pair: tuple[ServerProcess, ServerProcess])
 
     assert acquire(a, "leader-a") == 200
     assert acquire(b, "leader-b") == 400  # held through node a
+
+    def workers_call(node: ServerProcess, action: str, payload: dict) -> dict:
+        headers = {"Content-Type": "application/x-amz-json-1.0",
+                   "X-Amz-Target": f"ConveyorWorkers.{action}"}
+        resp = RawClient(node.url).request("POST", "/", json.dumps(payload).encode(), headers)
+        assert resp.status == 200, resp.body
+        return resp.json()
+
+    workers_call(a, "AnnounceWorker", {"WorkerId": "w-on-a", "Queue": "shared",
+                                       "TtlSeconds": 30})
+    listed = workers_call(b, "ListWorkers", {})["Workers"]
+    assert [w["WorkerId"] for w in listed] == ["w-on-a"]  # announced to a, listed by b
 
 
 def test_nodes_with_skewed_clocks_agree_on_delays_and_visibility(tmp_path: Path) -> None:
