@@ -23,6 +23,7 @@ FIFO queues keep using SQLite directly: their order, groups and deduplication ar
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 from dataclasses import dataclass
@@ -84,7 +85,7 @@ class JournaledStore(SqliteStore):
         self._sqlite_idle_until: dict[int, int] = {}
         self._checkpoint_task: asyncio.Task[None] | None = None
         self._generation = self._recover()
-        self._journal = self._open_journal()
+        self._journal = self._open_journal(self._generation)
         self._journal_bytes = 0  # written since the last checkpoint
 
     # --- journal -------------------------------------------------------------------------
@@ -92,9 +93,9 @@ class JournaledStore(SqliteStore):
     def _journal_path(self, generation: int) -> Path:
         return self.path / f"journal-{generation:012d}"
 
-    def _open_journal(self) -> int:
-        return os.open(self._journal_path(self._generation),
-                       os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    def _open_journal(self, generation: int) -> int:
+        return os.open(self._journal_path(generation), os.O_WRONLY | os.O_CREAT | os.O_APPEND,
+                       0o600)
 
     def _append(self, records: list[list[Any]]) -> None:
         """Write records (one line each) with one write(); on failure nothing was written."""
@@ -104,7 +105,8 @@ class JournaledStore(SqliteStore):
             while written < len(data):
                 written += os.write(self._journal, data[written:])
         except OSError as exc:
-            os.ftruncate(self._journal, self._journal_bytes)  # no torn record left behind
+            with contextlib.suppress(OSError):  # no torn record left behind
+                os.ftruncate(self._journal, self._journal_bytes)
             raise StoreError(f"journal write failed: {exc}") from exc
         self._journal_bytes += len(data)
 
@@ -209,12 +211,18 @@ class JournaledStore(SqliteStore):
             await asyncio.sleep(0)
         if not self._journal_bytes:
             return
-        self._commit_pending(self._generation)
+        # The next journal is opened first: once memory is in SQLite, a record must never
+        # go into a journal that a restart would skip as applied.
+        fresh = self._open_journal(self._generation + 1)
+        try:
+            self._commit_pending(self._generation)
+        except StoreError:
+            os.close(fresh)
+            raise
         os.close(self._journal)
         self._journal_path(self._generation).unlink(missing_ok=True)
         self._generation += 1
-        self._journal = self._open_journal()
-        self._journal_bytes = 0
+        self._journal, self._journal_bytes = fresh, 0
 
     def _checkpoint_soon(self) -> None:
         if self._checkpoint_task is None:
