@@ -6,21 +6,25 @@ import time
 
 
 class Clock:
-    """Wall-clock time in milliseconds, plus an offset that only tests move."""
+    """Wall-clock time in milliseconds, corrected to a shared store's, plus what tests
+    moved it by."""
 
     def __init__(self, offset_s: float = 0.0) -> None:
-        self.offset_ms = int(offset_s * 1000)  # moved by tests (--dev-clock)
+        self.offset_ms = int(offset_s * 1000)  # a machine clock this far off (--dev-clock-skew)
         self.skew_ms = 0  # set from a shared store, so every node keeps the database's time
+        # Moved by tests (--dev-clock). Kept apart from the machine's clock: a shared store
+        # measures its skew against local_ms(), and must not correct a test's jump away.
+        self.advanced_ms = 0
 
     def local_ms(self) -> int:
         """This machine's idea of the time (what a shared store corrects)."""
         return time.time_ns() // 1_000_000 + self.offset_ms
 
     def now_ms(self) -> int:
-        return self.local_ms() + self.skew_ms
+        return self.local_ms() + self.skew_ms + self.advanced_ms
 
     def now_s(self) -> int:
         return self.now_ms() // 1000
 
     def advance(self, seconds: float) -> None:
-        self.offset_ms += int(seconds * 1000)
+        self.advanced_ms += int(seconds * 1000)

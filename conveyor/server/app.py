@@ -247,4 +247,4 @@ class App:
         except ValueError:
             return Response(400, b'{"message":"advance must be a number of seconds"}')
         self.waiters.notify_all()  # let parked receivers re-check what became visible
-        return Response(200, orjson.dumps({"offset_ms": self.service.clock.offset_ms}))
+        return Response(200, orjson.dumps({"advanced_ms": self.service.clock.advanced_ms}))
