@@ -59,7 +59,7 @@ class App:
     def __init__(self, service: Service, settings: ServerSettings) -> None:
         self.service = service
         self.settings = settings
-        self.metrics = ServerMetrics()
+        self.metrics = ServerMetrics(service.store)
         self.waiters = Waiters()
         self.service.on_ready = self._ready
         self.service.on_later = lambda queue, seconds: self.waiters.notify_later(queue.id, seconds)

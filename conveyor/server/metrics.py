@@ -6,12 +6,18 @@ from bisect import bisect_left
 from collections.abc import Iterator
 
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
-from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
 from conveyor.service.leases import ACTIONS
 from conveyor.sqs.shapes import operation_names
+from conveyor.store.base import Store
 
 __all__ = ["CONTENT_TYPE_LATEST", "ServerMetrics"]
 
@@ -64,15 +70,27 @@ class _RequestStats(Collector):
         yield latency
 
 
+class _StoreGauges(Collector):
+    """What the store reports of itself (the journal's backlog, for one), read at scrape."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def collect(self) -> Iterator[Metric]:
+        for name, (text, value) in self.store.gauges().items():
+            yield GaugeMetricFamily(name, text, value=value)
+
+
 def _bound(bound: float) -> str:
     return "+Inf" if bound == float("inf") else repr(float(bound))
 
 
 class ServerMetrics:
-    def __init__(self) -> None:
+    def __init__(self, store: Store) -> None:
         self.registry = CollectorRegistry()
         self.requests = _RequestStats()  # requests.observe(action, outcome, seconds)
         self.registry.register(self.requests)
+        self.registry.register(_StoreGauges(store))
         self.messages = Gauge(
             "conveyor_queue_messages", "Messages per queue by state (visible, in_flight, delayed).",
             ["region", "queue", "state"], registry=self.registry)

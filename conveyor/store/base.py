@@ -142,6 +142,9 @@ class Store(Protocol):
     on_remote_ready: Callable[[int, int], None]
 
     async def close(self) -> None: ...
+    def gauges(self) -> dict[str, tuple[str, float]]:
+        """The store's own figures for /metrics: metric name -> (help, value)."""
+        ...
     async def announce(self, queue_id: int, count: int) -> None:
         """Wake long polls on other nodes: `count` messages became receivable."""
     def exclusive(self, name: str) -> AbstractAsyncContextManager[bool]:

@@ -242,6 +242,14 @@ class JournaledStore(SqliteStore):
         os.close(self._journal)
         await super().close()
 
+    def gauges(self) -> dict[str, tuple[str, float]]:
+        return {
+            "conveyor_journal_held_messages": (
+                "Standard-queue messages held in memory until the next checkpoint.", self._held),
+            "conveyor_journal_bytes": (
+                "Bytes written to the journal since the last checkpoint.", self._journal_bytes),
+        }
+
     # --- messages ------------------------------------------------------------------------
 
     async def send(self, queue: QueueRecord, messages: list[NewMessage], now_ms: int,

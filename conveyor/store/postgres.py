@@ -199,6 +199,9 @@ class PostgresStore:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._pool.close(), 5)
 
+    def gauges(self) -> dict[str, tuple[str, float]]:
+        return {}
+
     async def _migrate(self) -> None:
         async with self._tx() as db:
             await db.execute("SELECT pg_advisory_xact_lock($1)", _MIGRATION_LOCK)

@@ -249,6 +249,9 @@ class SqliteStore:
         self.db.close()
         self._lock.close()
 
+    def gauges(self) -> dict[str, tuple[str, float]]:
+        return {}
+
     def _write(self) -> _Change:
         """One atomic change, durable when the block exits: `async with self._write() as db`."""
         return _Change(self)

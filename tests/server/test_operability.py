@@ -46,6 +46,27 @@ def test_metrics_is_prometheus_text(server: ServerProcess) -> None:
     assert any(f.type == "histogram" for f in families), "no latency histogram"
 
 
+def test_the_journal_reports_what_it_holds(server: ServerProcess, store_args: list[str],
+                                           sqs: Any, make_queue: QueueFactory) -> None:
+    """The embedded store's journal shows its backlog; PostgreSQL has no journal."""
+    def journal() -> dict[str, float]:
+        text = _get(server.url + "/metrics")[2]
+        return {f.name: f.samples[0].value for f in text_string_to_metric_families(text)
+                if f.name.startswith("conveyor_journal_")}
+
+    url = make_queue()
+    for _ in range(3):  # a checkpoint (every 5 s) may fall between the send and the scrape
+        sqs.send_message(QueueUrl=url, MessageBody="held")
+        figures = journal()
+        if store_args or figures["conveyor_journal_held_messages"]:
+            break
+    if store_args:
+        assert figures == {}
+        return
+    assert figures["conveyor_journal_held_messages"] >= 1
+    assert figures["conveyor_journal_bytes"] > len("held")
+
+
 def test_requests_counted_by_action(server: ServerProcess, sqs: Any,
                                     make_queue: QueueFactory) -> None:
     url = make_queue()
