@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 import time
 
 import pytest
 
-from tests.server.conftest import QueueFactory
-from tests.server.helpers import counts, md5_of_attributes, receive_all, unique
+from tests.server.conftest import Launcher, QueueFactory
+from tests.server.helpers import advance_clock, counts, md5_of_attributes, receive_all, unique
 from tests.support import ServerProcess, sqs_client
 
 ATTRS = {"s": {"DataType": "String", "StringValue": "kept"},
@@ -184,6 +185,88 @@ def test_crash_loses_no_acknowledged_message(private_server: ServerProcess) -> N
         seen.update(m["Body"] for m in msgs)
     missing = acked - seen
     assert not missing, f"{len(missing)} acknowledged messages lost, e.g. {sorted(missing)[:5]}"
+
+
+@pytest.mark.slow
+def test_crashes_lose_no_acknowledged_send_and_undo_no_acknowledged_delete(
+        launch: Launcher) -> None:
+    """Producers and consumers (receive, then delete) run while the server is SIGKILLed
+    and restarted: every acknowledged message is received at some point, and none whose
+    delete was acknowledged comes back. Received messages stay in flight for the whole run
+    (so a delete never meets a stale handle, which SQS answers with success); afterwards
+    the server's clock moves past their visibility and everything left is drained."""
+    private_server = launch("--mode", "relaxed", "--dev-clock")
+    url = QueueFactory(sqs_client(private_server.url))(VisibilityTimeout=120)
+    acked: set[str] = set()
+    received: set[str] = set()
+    deleted: set[str] = set()
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def produce(worker: int) -> None:
+        client = sqs_client(private_server.url, connect_timeout=2, read_timeout=10)
+        for seq in itertools.count():
+            if stop.is_set():
+                return
+            bodies = [f"{worker}-{seq}-{i}" for i in range(3)]
+            try:
+                resp = client.send_message_batch(QueueUrl=url, Entries=[
+                    {"Id": str(i), "MessageBody": b} for i, b in enumerate(bodies)])
+            except Exception:  # server down: never acknowledged
+                time.sleep(0.05)
+                continue
+            with lock:
+                acked.update(bodies[int(e["Id"])] for e in resp.get("Successful", []))
+
+    def consume() -> None:
+        client = sqs_client(private_server.url, connect_timeout=2, read_timeout=10)
+        while not stop.is_set():
+            try:
+                msgs = client.receive_message(QueueUrl=url, MaxNumberOfMessages=10,
+                                              WaitTimeSeconds=1).get("Messages", [])
+                with lock:
+                    received.update(m["Body"] for m in msgs)
+                if msgs:
+                    resp = client.delete_message_batch(QueueUrl=url, Entries=[
+                        {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
+                        for i, m in enumerate(msgs)])
+                    with lock:
+                        deleted.update(msgs[int(e["Id"])]["Body"]
+                                       for e in resp.get("Successful", []))
+            except Exception:  # server down
+                time.sleep(0.05)
+
+    threads = [threading.Thread(target=produce, args=(w,), daemon=True) for w in range(2)]
+    threads += [threading.Thread(target=consume, daemon=True) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    try:
+        for _ in range(3):
+            time.sleep(1.0)
+            private_server.kill()
+            time.sleep(0.2)
+            private_server.start()
+        time.sleep(1.0)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(30)
+    assert len(deleted) > 20, "too few deletes for the test to mean anything"
+
+    advance_clock(private_server.url, 150)  # what is in flight is visible again
+    client = sqs_client(private_server.url)
+    left: set[str] = set()
+    empty = 0
+    while empty < 2:
+        msgs = client.receive_message(QueueUrl=url, MaxNumberOfMessages=10,
+                                      WaitTimeSeconds=1, VisibilityTimeout=600).get(
+            "Messages", [])
+        empty = 0 if msgs else empty + 1
+        left.update(m["Body"] for m in msgs)
+    missing = acked - received - left
+    assert not missing, f"{len(missing)} acknowledged messages lost, e.g. {sorted(missing)[:5]}"
+    undone = deleted & left
+    assert not undone, f"{len(undone)} deleted messages came back, e.g. {sorted(undone)[:5]}"
 
 
 def test_create_is_idempotent_after_restart(private_server: ServerProcess) -> None:
