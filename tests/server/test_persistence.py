@@ -265,6 +265,7 @@ def test_crashes_lose_no_acknowledged_send_and_undo_no_acknowledged_delete(
         left.update(m["Body"] for m in msgs)
     missing = acked - received - left
     assert not missing, f"{len(missing)} acknowledged messages lost, e.g. {sorted(missing)[:5]}"
+    private_server.stop()
     undone = deleted & left
     assert not undone, f"{len(undone)} deleted messages came back, e.g. {sorted(undone)[:5]}"
 
