@@ -315,15 +315,15 @@ class JournaledStore(SqliteStore):
                 break
         records: list[list[Any]] = [["d", queue.id, expired]] if expired else []
         if redrive:
-            for pending in dead:
-                records.append(["m", queue.id, pending.message.seq,
-                                redrive.dead_letter_queue_id, now_ms, redrive.source_arn])
-                redrive.moved.append(pending.message.message_id)
+            records += [["m", queue.id, pending.message.seq, redrive.dead_letter_queue_id,
+                         now_ms, redrive.source_arn] for pending in dead]
         if chosen:
             receipt = f"{self._tokens.getrandbits(64):016x}"
             records.append(["r", queue.id, receipt, now_ms + visibility_ms, now_ms, chosen])
         if records:
             self._record(records)
+        if redrive:
+            redrive.moved += [pending.message.message_id for pending in dead]
         return [_copy(held[seq].message) for seq in chosen]
 
     async def delete(self, queue: QueueRecord, handles: list[Handle],
