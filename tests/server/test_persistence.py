@@ -6,6 +6,8 @@ import itertools
 import json
 import threading
 import time
+from collections.abc import Callable
+from functools import partial
 
 import pytest
 
@@ -125,6 +127,41 @@ def test_deletes_survive_sigkill(private_server: ServerProcess) -> None:
     assert counts(sqs, url) == (0, 0, 0)
 
 
+def _through_crashes(server: ServerProcess, workers: list[Callable[[], None]],
+                     stop: threading.Event, kills: int, every_s: float) -> None:
+    """Run the workers in threads while the server is SIGKILLed and restarted `kills`
+    times, `every_s` apart; then stop them."""
+    threads = [threading.Thread(target=work, daemon=True) for work in workers]
+    for thread in threads:
+        thread.start()
+    try:
+        for _ in range(kills):
+            time.sleep(every_s)
+            server.kill()
+            time.sleep(0.2)
+            server.start()
+        time.sleep(every_s)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(30)
+
+
+def _drain(server: ServerProcess, url: str, wanted: set[str] | None = None) -> set[str]:
+    """The bodies still to be received, until `wanted` are all seen or the queue stays
+    empty for three long polls (each keeps what it got in flight)."""
+    client = sqs_client(server.url)
+    seen: set[str] = set()
+    empty = 0
+    while empty < 3 and not (wanted is not None and wanted <= seen):
+        msgs = client.receive_message(QueueUrl=url, MaxNumberOfMessages=10,
+                                      WaitTimeSeconds=1, VisibilityTimeout=600).get(
+            "Messages", [])
+        empty = 0 if msgs else empty + 1
+        seen.update(m["Body"] for m in msgs)
+    return seen
+
+
 @pytest.mark.slow
 def test_crash_loses_no_acknowledged_message(private_server: ServerProcess) -> None:
     """Producers send with acknowledgement while the server is SIGKILLed and restarted."""
@@ -132,7 +169,6 @@ def test_crash_loses_no_acknowledged_message(private_server: ServerProcess) -> N
     acked: set[str] = set()
     lock = threading.Lock()
     stop = threading.Event()
-    errors: list[BaseException] = []
 
     def produce(worker: int) -> None:
         client = sqs_client(private_server.url, connect_timeout=2, read_timeout=10)
@@ -155,35 +191,10 @@ def test_crash_loses_no_acknowledged_message(private_server: ServerProcess) -> N
             with lock:
                 acked.update(ok)
 
-    threads = [threading.Thread(target=produce, args=(w,), daemon=True) for w in range(4)]
-    for thread in threads:
-        thread.start()
-    try:
-        for _ in range(4):
-            time.sleep(0.8)
-            private_server.kill()
-            time.sleep(0.2)
-            private_server.start()
-        time.sleep(0.8)
-    except BaseException as exc:  # pragma: no cover - keep the producers from running on
-        errors.append(exc)
-    finally:
-        stop.set()
-        for thread in threads:
-            thread.join(30)
-    assert not errors
+    _through_crashes(private_server, [partial(produce, w) for w in range(4)], stop,
+                     kills=4, every_s=0.8)
     assert len(acked) > 20, "too few acknowledged sends for the test to mean anything"
-
-    client = sqs_client(private_server.url)
-    seen: set[str] = set()
-    empty = 0
-    while empty < 3 and not acked <= seen:
-        msgs = client.receive_message(QueueUrl=url, MaxNumberOfMessages=10,
-                                      WaitTimeSeconds=1, VisibilityTimeout=600).get(
-            "Messages", [])
-        empty = 0 if msgs else empty + 1
-        seen.update(m["Body"] for m in msgs)
-    missing = acked - seen
+    missing = acked - _drain(private_server, url, wanted=acked)
     assert not missing, f"{len(missing)} acknowledged messages lost, e.g. {sorted(missing)[:5]}"
 
 
@@ -236,36 +247,15 @@ def test_crashes_lose_no_acknowledged_send_and_undo_no_acknowledged_delete(
             except Exception:  # server down
                 time.sleep(0.05)
 
-    threads = [threading.Thread(target=produce, args=(w,), daemon=True) for w in range(2)]
-    threads += [threading.Thread(target=consume, daemon=True) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    try:
-        for _ in range(3):
-            time.sleep(1.0)
-            private_server.kill()
-            time.sleep(0.2)
-            private_server.start()
-        time.sleep(1.0)
-    finally:
-        stop.set()
-        for thread in threads:
-            thread.join(30)
+    _through_crashes(private_server, [partial(produce, 0), partial(produce, 1), consume,
+                                      consume], stop, kills=3, every_s=1.0)
     assert len(deleted) > 20, "too few deletes for the test to mean anything"
 
     advance_clock(private_server.url, 150)  # what is in flight is visible again
-    client = sqs_client(private_server.url)
-    left: set[str] = set()
-    empty = 0
-    while empty < 2:
-        msgs = client.receive_message(QueueUrl=url, MaxNumberOfMessages=10,
-                                      WaitTimeSeconds=1, VisibilityTimeout=600).get(
-            "Messages", [])
-        empty = 0 if msgs else empty + 1
-        left.update(m["Body"] for m in msgs)
+    left = _drain(private_server, url)
+    private_server.stop()
     missing = acked - received - left
     assert not missing, f"{len(missing)} acknowledged messages lost, e.g. {sorted(missing)[:5]}"
-    private_server.stop()
     undone = deleted & left
     assert not undone, f"{len(undone)} deleted messages came back, e.g. {sorted(undone)[:5]}"
 

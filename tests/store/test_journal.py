@@ -7,12 +7,14 @@ import asyncio
 import os
 import random
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from conveyor.store import journal
-from conveyor.store.base import OK, STALE, Handle, Redrive, StoreError
+from conveyor.store.base import OK, STALE, Handle, QueueRecord, Redrive, StoreError
 from conveyor.store.journal import JournaledStore
 from tests.store.helpers import ATTRIBUTES, message, now_ms
 
@@ -37,6 +39,25 @@ def in_sqlite(store: JournaledStore) -> set[tuple]:
         "SELECT queue_id, visible_at, seq, message_id, body, sent_ms, receive_count,"
         " first_receive_ms, receipt, dlq_source_arn FROM messages").fetchall()
     return set(rows)
+
+
+async def _one_queue(tmp_path: Path, *bodies: str) -> tuple[JournaledStore, QueueRecord, int]:
+    """A fresh store with queue "q" and these messages sent to it: (store, queue, now)."""
+    store = JournaledStore(tmp_path)
+    queue = await store.create_queue("us-east-1", "q", ATTRIBUTES, {}, 0)
+    now = now_ms()
+    await store.send(queue, [message(body, now) for body in bodies], now, 0)
+    return store, queue, now
+
+
+@contextmanager
+def restarted(tmp_path: Path) -> Iterator[JournaledStore]:
+    """The store opened again on what a crash left (replaying it), closed afterwards."""
+    store = JournaledStore(tmp_path)
+    try:
+        yield store
+    finally:
+        asyncio.run(store.close())
 
 
 def _fields(m) -> tuple:
@@ -70,40 +91,28 @@ def test_a_restart_after_a_crash_replays_every_kind_of_change(tmp_path: Path) ->
 
     state = asyncio.run(before())
     assert len(state) == 6 and any(row[-1] == ARN for row in state)
-    store = JournaledStore(tmp_path)
-    try:
+    with restarted(tmp_path) as store:
         assert in_sqlite(store) == state
         assert not store._pending and list(tmp_path.glob("journal-*")) == [
             tmp_path / "journal-000000000002"]
-    finally:
-        asyncio.run(store.close())
 
 
 def test_a_torn_last_record_is_skipped(tmp_path: Path) -> None:
     async def before() -> None:
-        store = JournaledStore(tmp_path)
-        queue = await store.create_queue("us-east-1", "q", ATTRIBUTES, {}, 0)
-        now = now_ms()
-        await store.send(queue, [message("kept", now)], now, 0)
+        store, _, _ = await _one_queue(tmp_path, "kept")
         with open(tmp_path / "journal-000000000001", "ab") as journal:
             journal.write(b'["s",1,[[9,"torn","to')  # a write cut short: never acknowledged
         crash(store)
 
     asyncio.run(before())
-    store = JournaledStore(tmp_path)
-    try:
+    with restarted(tmp_path) as store:
         assert [row[4] for row in in_sqlite(store)] == ["kept"]
-    finally:
-        asyncio.run(store.close())
 
 
 def test_a_journal_already_checkpointed_is_not_replayed(tmp_path: Path) -> None:
     """A crash between the checkpoint's commit and the old journal's removal."""
     async def before() -> None:
-        store = JournaledStore(tmp_path)
-        queue = await store.create_queue("us-east-1", "q", ATTRIBUTES, {}, 0)
-        now = now_ms()
-        await store.send(queue, [message("done", now)], now, 0)
+        store, queue, now = await _one_queue(tmp_path, "done")
         shutil.copy(tmp_path / "journal-000000000001", tmp_path / "copy")
         await store.expire(now)  # checkpoints: the message moves into SQLite
         [m] = await store.receive(queue, 1, 30_000, now, None)
@@ -112,21 +121,15 @@ def test_a_journal_already_checkpointed_is_not_replayed(tmp_path: Path) -> None:
         crash(store)
 
     asyncio.run(before())
-    store = JournaledStore(tmp_path)
-    try:
+    with restarted(tmp_path) as store:
         assert in_sqlite(store) == set()
         assert not (tmp_path / "journal-000000000001").exists()
-    finally:
-        asyncio.run(store.close())
 
 
 def test_a_failed_checkpoint_keeps_memory_and_journal(tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     async def scenario() -> None:
-        store = JournaledStore(tmp_path)
-        queue = await store.create_queue("us-east-1", "q", ATTRIBUTES, {}, 0)
-        now = now_ms()
-        await store.send(queue, [message("a", now)], now, 0)
+        store, queue, now = await _one_queue(tmp_path, "a")
 
         def broken(*args: object) -> None:
             raise StoreError("SQLite: disk I/O error")
@@ -197,10 +200,7 @@ def test_past_the_limit_a_checkpoint_runs_by_itself(tmp_path: Path,
     monkeypatch.setattr(journal, "PENDING_LIMIT", 5)
 
     async def scenario() -> None:
-        store = JournaledStore(tmp_path)
-        queue = await store.create_queue("us-east-1", "q", ATTRIBUTES, {}, 0)
-        now = now_ms()
-        await store.send(queue, [message(f"m-{i}", now) for i in range(4)], now, 0)
+        store, queue, now = await _one_queue(tmp_path, *(f"m-{i}" for i in range(4)))
         assert store._held == 4 and not in_sqlite(store)
         await store.send(queue, [message(f"n-{i}", now) for i in range(4)], now, 0)
         assert store._checkpoint_task is not None
