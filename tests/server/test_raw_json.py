@@ -52,7 +52,7 @@ def test_json_error_shape(raw: RawClient) -> None:
     assert resp.status == 400
     assert resp.header("content-type").startswith(JSON_CONTENT_TYPE)
     body = resp.json()
-    assert body["__type"] in {"com.amazonaws.sqs#QueueDoesNotExist", "QueueDoesNotExist"}
+    assert body["__type"] == "com.amazonaws.sqs#QueueDoesNotExist"
     assert body["message"]
     assert resp.header("x-amzn-query-error") == "AWS.SimpleQueueService.NonExistentQueue;Sender"
     assert resp.header("x-amzn-requestid")
