@@ -22,6 +22,7 @@ from conveyor.client.errors import SQSError, SQSTransportError
 
 DEFAULT_ENDPOINT = "http://127.0.0.1:9324"
 MOVE_POLL_S = 0.5
+LIST_CONCURRENCY = 16  # GetQueueAttributes calls in flight while listing many queues
 
 T = TypeVar("T")
 
@@ -114,8 +115,20 @@ def list_queues(target: Target, prefix: str, as_json: bool) -> None:
             if not answer.get("NextToken"):
                 break
             params["NextToken"] = answer["NextToken"]
-        return [(url, await sqs.get_queue_attributes(url, [*COUNTS, "RedrivePolicy"]))
-                for url in urls]
+        looking = asyncio.Semaphore(LIST_CONCURRENCY)
+
+        async def counts(url: str) -> dict[str, str] | None:
+            async with looking:
+                try:
+                    return await sqs.get_queue_attributes(url, [*COUNTS, "RedrivePolicy"])
+                except SQSError as exc:
+                    if exc.matches("QueueDoesNotExist"):
+                        return None  # deleted since it was listed
+                    raise
+
+        found = await asyncio.gather(*(counts(url) for url in urls))
+        return [(url, attrs) for url, attrs in zip(urls, found, strict=True)
+                if attrs is not None]
 
     queues = target.run(work)
     if as_json:

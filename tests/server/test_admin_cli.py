@@ -9,6 +9,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from conveyor.cli import main
+from conveyor.client.client import SQSClient
 from tests.server.helpers import unique
 from tests.support import ServerProcess
 
@@ -58,6 +59,30 @@ def test_queues_from_creation_to_deletion(cli: Any, sqs: Any) -> None:
     assert cli("queue", "delete", name, "--yes").exit_code == 0
     assert url not in sqs.list_queues(QueueNamePrefix=name).get("QueueUrls", [])
     assert dlq_url in sqs.list_queues(QueueNamePrefix=dlq_name)["QueueUrls"]
+
+
+def test_list_of_many_queues(cli: Any, sqs: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    prefix = unique("many")
+    urls = [sqs.create_queue(QueueName=f"{prefix}-{n:02d}")["QueueUrl"] for n in range(40)]
+    for n, url in enumerate(urls):
+        for _ in range(n % 3):
+            sqs.send_message(QueueUrl=url, MessageBody="x")
+    listed = json.loads(cli("queue", "list", "--prefix", prefix, "--json").output)
+    assert [e["QueueUrl"] for e in listed] == urls
+    assert [int(e["ApproximateNumberOfMessages"]) for e in listed] == [n % 3 for n in range(40)]
+
+    # a queue deleted between ListQueues and its GetQueueAttributes is left out, not an error
+    asked = SQSClient.get_queue_attributes
+
+    async def deleted_first(client: SQSClient, url: str, *args: Any) -> dict[str, str]:
+        if url == urls[7]:
+            await client.delete_queue(url)
+        return await asked(client, url, *args)
+
+    monkeypatch.setattr(SQSClient, "get_queue_attributes", deleted_first)
+    result = cli("queue", "list", "--prefix", prefix, "--json")
+    assert result.exit_code == 0, result.output
+    assert [e["QueueUrl"] for e in json.loads(result.output)] == urls[:7] + urls[8:]
 
 
 def test_messages_sent_received_and_redriven(cli: Any, sqs: Any) -> None:
