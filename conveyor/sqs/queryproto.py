@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import re
 from typing import Any
 from urllib.parse import parse_qsl
 from xml.sax.saxutils import escape
@@ -14,6 +15,9 @@ from conveyor.sqs.errors import MalformedRequest, MissingAction, SqsError
 
 CONTENT_TYPE = b"text/xml"
 NAMESPACE = "http://queue.amazonaws.com/doc/2012-11-05/"
+# What XML 1.0 cannot carry at all, even escaped (NUL and other C0 controls, U+FFFE/FFFF):
+# an error message may quote such input back, so it is replaced rather than sent broken.
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
 def decode(query_string: bytes, body: bytes,
@@ -97,4 +101,4 @@ def _scalar(value: Any) -> str:
 
 def _text(value: str) -> str:
     # \r would be normalized away by XML parsers; SQS sends it as a character reference.
-    return escape(value).replace("\r", "&#xD;")
+    return escape(_NOT_XML.sub("\ufffd", value)).replace("\r", "&#xD;")
