@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import gc
 import ipaddress
 import logging
@@ -117,7 +118,13 @@ def run(settings: dict[str, Any]) -> None:
     logs.setup(settings["log_level"])
     try:
         _event_loop_runner()(serve(settings))
-    except (StoreError, OSError, ConfigError) as exc:
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise click.ClickException(
+                f"{settings['host']}:{settings['port']} is already in use (another Conveyor "
+                "server, or ElasticMQ on its default port?); choose another with --port.") from None
+        raise click.ClickException(str(exc)) from None
+    except (StoreError, ConfigError) as exc:
         raise click.ClickException(str(exc)) from None
 
 

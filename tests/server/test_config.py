@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -84,3 +85,31 @@ def test_a_bad_file_is_refused_with_a_clear_error(tmp_path: Path, text: str,
     assert done.returncode != 0
     assert error in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def _start_fails(*args: str) -> str:
+    """Run `conveyor server ARGS`, expect it to stop at once with an error; return stderr."""
+    done = subprocess.run([sys.executable, "-m", "conveyor", "server", *args],
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode != 0
+    assert "Traceback" not in done.stderr
+    return done.stderr
+
+
+def test_start_problems_are_explained(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        error = _start_fails("--port", port, "--data-dir", str(tmp_path / "a"))
+    assert f"127.0.0.1:{port} is already in use" in error and "--port" in error
+
+    error = _start_fails("--host", "0.0.0.0", "--data-dir", str(tmp_path / "b"))
+    assert "without access keys" in error and "--allow-open" in error
+
+    running = ServerProcess(tmp_path / "c").start()
+    try:
+        error = _start_fails("--port", "0", "--data-dir", str(tmp_path / "c"))
+    finally:
+        running.stop()
+    assert "in use by another Conveyor server" in error
