@@ -71,7 +71,8 @@ class _RequestStats(Collector):
 
 
 class _StoreGauges(Collector):
-    """What the store reports of itself (the journal's backlog, for one), read at scrape."""
+    """What the store reports of itself (the journal's backlog and checkpoints), read at
+    scrape."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
@@ -79,6 +80,8 @@ class _StoreGauges(Collector):
     def collect(self) -> Iterator[Metric]:
         for name, (text, value) in self.store.gauges().items():
             yield GaugeMetricFamily(name, text, value=value)
+        for name, (text, value) in self.store.counters().items():
+            yield CounterMetricFamily(name, text, value=value)
 
 
 def _bound(bound: float) -> str:

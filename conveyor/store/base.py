@@ -145,6 +145,9 @@ class Store(Protocol):
     def gauges(self) -> dict[str, tuple[str, float]]:
         """The store's own figures for /metrics: metric name -> (help, value)."""
         ...
+    def counters(self) -> dict[str, tuple[str, float]]:
+        """Like gauges, for figures that only grow (exported with a `_total` suffix)."""
+        ...
     async def announce(self, queue_id: int, count: int) -> None:
         """Wake long polls on other nodes: `count` messages became receivable."""
     def exclusive(self, name: str) -> AbstractAsyncContextManager[bool]:

@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -87,6 +88,8 @@ class JournaledStore(SqliteStore):
         self._generation = self._recover()
         self._journal = self._open_journal(self._generation)
         self._journal_bytes = 0  # written since the last checkpoint
+        self._checkpoints = self._checkpoint_failures = 0
+        self._checkpoint_s = 0.0  # the event loop waits this long, in all, for checkpoints
 
     # --- journal -------------------------------------------------------------------------
 
@@ -214,11 +217,16 @@ class JournaledStore(SqliteStore):
         # The next journal is opened first: once memory is in SQLite, a record must never
         # go into a journal that a restart would skip as applied.
         fresh = self._open_journal(self._generation + 1)
+        started = time.perf_counter()
         try:
             self._commit_pending(self._generation)
         except StoreError:
             os.close(fresh)
+            self._checkpoint_failures += 1
             raise
+        finally:
+            self._checkpoint_s += time.perf_counter() - started
+        self._checkpoints += 1
         os.close(self._journal)
         self._journal_path(self._generation).unlink(missing_ok=True)
         self._generation += 1
@@ -248,6 +256,17 @@ class JournaledStore(SqliteStore):
                 "Standard-queue messages held in memory until the next checkpoint.", self._held),
             "conveyor_journal_bytes": (
                 "Bytes written to the journal since the last checkpoint.", self._journal_bytes),
+        }
+
+    def counters(self) -> dict[str, tuple[str, float]]:
+        return {
+            "conveyor_journal_checkpoints": (
+                "Checkpoints that moved the journal's messages into SQLite.", self._checkpoints),
+            "conveyor_journal_checkpoint_failures": (
+                "Checkpoints that failed (memory and journal kept; retried).",
+                self._checkpoint_failures),
+            "conveyor_journal_checkpoint_seconds": (
+                "Time spent in checkpoints, during which requests wait.", self._checkpoint_s),
         }
 
     # --- messages ------------------------------------------------------------------------

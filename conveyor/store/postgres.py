@@ -202,6 +202,9 @@ class PostgresStore:
     def gauges(self) -> dict[str, tuple[str, float]]:
         return {}
 
+    def counters(self) -> dict[str, tuple[str, float]]:
+        return {}
+
     async def _migrate(self) -> None:
         async with self._tx() as db:
             await db.execute("SELECT pg_advisory_xact_lock($1)", _MIGRATION_LOCK)

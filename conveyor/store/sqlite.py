@@ -252,6 +252,9 @@ class SqliteStore:
     def gauges(self) -> dict[str, tuple[str, float]]:
         return {}
 
+    def counters(self) -> dict[str, tuple[str, float]]:
+        return {}
+
     def _write(self) -> _Change:
         """One atomic change, durable when the block exits: `async with self._write() as db`."""
         return _Change(self)

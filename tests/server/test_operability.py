@@ -48,7 +48,8 @@ def test_metrics_is_prometheus_text(server: ServerProcess) -> None:
 
 def test_the_journal_reports_what_it_holds(server: ServerProcess, store_args: list[str],
                                            sqs: Any, make_queue: QueueFactory) -> None:
-    """The embedded store's journal shows its backlog; PostgreSQL has no journal."""
+    """The embedded store's journal shows its backlog and checkpoints; PostgreSQL has no
+    journal."""
     def journal() -> dict[str, float]:
         text = _get(server.url + "/metrics")[2]
         return {f.name: f.samples[0].value for f in text_string_to_metric_families(text)
@@ -65,6 +66,11 @@ def test_the_journal_reports_what_it_holds(server: ServerProcess, store_args: li
         return
     assert figures["conveyor_journal_held_messages"] >= 1
     assert figures["conveyor_journal_bytes"] > len("held")
+    sqs.purge_queue(QueueUrl=url)  # a purge checkpoints first
+    after = journal()
+    assert after["conveyor_journal_checkpoints"] > figures["conveyor_journal_checkpoints"]
+    assert after["conveyor_journal_checkpoint_seconds"] > 0
+    assert after["conveyor_journal_checkpoint_failures"] == 0
 
 
 def test_requests_counted_by_action(server: ServerProcess, sqs: Any,
