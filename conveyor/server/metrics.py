@@ -70,7 +70,7 @@ class _RequestStats(Collector):
         yield latency
 
 
-class _StoreGauges(Collector):
+class _StoreFigures(Collector):
     """What the store reports of itself (the journal's backlog and checkpoints), read at
     scrape."""
 
@@ -93,7 +93,7 @@ class ServerMetrics:
         self.registry = CollectorRegistry()
         self.requests = _RequestStats()  # requests.observe(action, outcome, seconds)
         self.registry.register(self.requests)
-        self.registry.register(_StoreGauges(store))
+        self.registry.register(_StoreFigures(store))
         self.messages = Gauge(
             "conveyor_queue_messages", "Messages per queue by state (visible, in_flight, delayed).",
             ["region", "queue", "state"], registry=self.registry)
