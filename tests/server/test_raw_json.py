@@ -218,11 +218,9 @@ def test_many_headers(server: ServerProcess) -> None:
     try:
         conn.request("POST", "/", body=b"{}", headers=headers)
         status = conn.getresponse().status
-    except (ConnectionError, http.client.HTTPException):
-        status = None
     finally:
         conn.close()
-    assert status is None or status < 500, status
+    assert status == 200  # 500 small headers stay well within the 64 KiB head limit
 
 
 def test_huge_body_is_refused_cleanly(strict_raw: RawClient,
