@@ -86,9 +86,7 @@ class MessageActions(ServiceBase):
         now_ms = self.clock.now_ms()
         failed, ready = [], []
         for entry in entries:
-            try:
-                if "MessageBody" not in entry:
-                    raise MissingParameter("The request must contain the parameter MessageBody.")
+            try:  # the protocol layer made sure every entry has its required members
                 ready.append((entry["Id"], self._new_message(ctx, queue, entry, now_ms)))
             except SqsError as error:
                 failed.append(_failure(entry["Id"], error))
