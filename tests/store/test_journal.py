@@ -4,6 +4,7 @@ after the restart's replay, whatever changes the messages went through."""
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import random
 import shutil
@@ -107,6 +108,41 @@ def test_a_torn_last_record_is_skipped(tmp_path: Path) -> None:
     asyncio.run(before())
     with restarted(tmp_path) as store:
         assert [row[4] for row in in_sqlite(store)] == ["kept"]
+
+
+def test_a_failed_journal_write_changes_nothing(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """A full disk: the call fails, memory and the journal stay as they were (a half-written
+    record is cut off again), and the store carries on once writes succeed."""
+    async def scenario() -> None:
+        store, queue, now = await _one_queue(tmp_path, "kept")
+        path, memory = store._journal_path(store._generation), held(store)
+        size = path.stat().st_size
+        real_write, writes = os.write, []
+
+        def disk_full(fd: int, data: bytes) -> int:
+            if fd != store._journal:
+                return real_write(fd, data)
+            writes.append(data)
+            if len(writes) == 1:  # half of the first record fits, then the disk is full
+                return real_write(fd, data[:len(data) // 2])
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        with monkeypatch.context() as patched:
+            patched.setattr(journal.os, "write", disk_full)
+            with pytest.raises(StoreError, match="No space left"):
+                await store.send(queue, [message("refused", now)], now, 0)
+            with pytest.raises(StoreError, match="No space left"):
+                await store.receive(queue, 10, 30_000, now, None)
+        assert len(writes) == 3
+        assert held(store) == memory and path.stat().st_size == size
+        await store.send(queue, [message("after", now)], now, 0)
+        crash(store)
+
+    asyncio.run(scenario())
+    with restarted(tmp_path) as store:
+        assert sorted((row[4], row[6]) for row in in_sqlite(store)) == [("after", 0),
+                                                                        ("kept", 0)]
 
 
 def test_a_journal_already_checkpointed_is_not_replayed(tmp_path: Path) -> None:
