@@ -34,7 +34,9 @@ QUEUE_CACHE_SHARED_S = 1.0  # with several nodes, another node's queue change sh
 
 @click.command("server")
 @click.option("--host", envvar="CONVEYOR_HOST", help="Address to listen on  [default: 127.0.0.1]")
-@click.option("--port", type=int, envvar="CONVEYOR_PORT", help=f"[default: {DEFAULT_PORT}]")
+@click.option("--port", type=int, envvar="CONVEYOR_PORT",
+              help=f"Port to listen on; 0 picks a free one, which the start-up line names  "
+              f"[default: {DEFAULT_PORT}]")
 @click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path),
               envvar="CONVEYOR_DATA_DIR", help="Where the SQLite store lives  "
               "[default: ./conveyor-data]")
@@ -142,7 +144,7 @@ async def serve(settings: dict[str, Any]) -> None:
                                           settings["access_keys"],
                                           settings.get("dev_clock") or False))
         http = HttpServer(app.handle, service.limits.max_request_bytes)
-        await http.start(settings["host"], settings["port"])
+        port = await http.start(settings["host"], settings["port"])
         app.start()
         # The SQS model is read from botocore's data once, here rather than in the first
         # request, so that gc.freeze() below keeps its many objects out of collections.
@@ -154,7 +156,7 @@ async def serve(settings: dict[str, Any]) -> None:
         where = (Path(settings["data_dir"]).resolve() if settings["store"] == "sqlite"
                  else "postgresql")
         log.info("Conveyor listening on http://%s:%s (store: %s, mode: %s); console at "
-                 "/console", settings["host"], settings["port"], where, settings["mode"])
+                 "/console", settings["host"], port, where, settings["mode"])
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):

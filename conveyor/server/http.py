@@ -223,10 +223,12 @@ class HttpServer:
             self._date_at = now
         return self._date
 
-    async def start(self, host: str, port: int) -> None:
+    async def start(self, host: str, port: int) -> int:
+        """Listen; return the port, the one the system picked when `port` is 0."""
         self._server = await self.loop.create_server(lambda: _Connection(self), host, port,
                                                      reuse_address=True, backlog=1024)
         self._reaper = self.loop.create_task(self._close_idle())
+        return self._server.sockets[0].getsockname()[1]
 
     async def _close_idle(self) -> None:
         """One sweep for all connections, instead of a timer re-armed on every request."""

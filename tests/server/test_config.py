@@ -113,3 +113,20 @@ def test_start_problems_are_explained(tmp_path: Path) -> None:
     finally:
         running.stop()
     assert "in use by another Conveyor server" in error
+
+
+def test_port_0_listens_on_a_free_port_and_names_it(tmp_path: Path) -> None:
+    server = subprocess.Popen(
+        [sys.executable, "-m", "conveyor", "server", "--port", "0", "--data-dir",
+         str(tmp_path / "data")], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert server.stdout is not None
+        line = next(line for line in server.stdout if "listening on" in line)
+        port = int(line.split("http://127.0.0.1:", 1)[1].split()[0])
+        assert port > 0
+        sqs = sqs_client(f"http://127.0.0.1:{port}")
+        url = sqs.create_queue(QueueName="found")["QueueUrl"]
+        assert url == f"http://127.0.0.1:{port}/000000000000/found"
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
