@@ -54,6 +54,15 @@ def test_declared_queues_exist_with_their_settings(tmp_path: Path) -> None:
         server.stop()
 
 
+def _start_fails(*args: str) -> str:
+    """Run `conveyor server ARGS`, expect it to stop at once with an error; return stderr."""
+    done = subprocess.run([sys.executable, "-m", "conveyor", "server", *args],
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode != 0
+    assert "Traceback" not in done.stderr
+    return done.stderr
+
+
 @pytest.mark.parametrize(("text", "error"), [
     ("queues: [1, 2\n", "while parsing"),
     ("- 1\n", "expected a mapping at the top level"),
@@ -78,22 +87,8 @@ def test_a_bad_file_is_refused_with_a_clear_error(tmp_path: Path, text: str,
                                                   error: str) -> None:
     config = tmp_path / "conveyor.yaml"
     config.write_text(text)
-    done = subprocess.run(
-        [sys.executable, "-m", "conveyor", "server", "--data-dir", str(tmp_path / "data"),
-         "--config", str(config)],  # no --port: it would override the file's
-        capture_output=True, text=True, timeout=30)
-    assert done.returncode != 0
-    assert error in done.stderr
-    assert "Traceback" not in done.stderr
-
-
-def _start_fails(*args: str) -> str:
-    """Run `conveyor server ARGS`, expect it to stop at once with an error; return stderr."""
-    done = subprocess.run([sys.executable, "-m", "conveyor", "server", *args],
-                          capture_output=True, text=True, timeout=30)
-    assert done.returncode != 0
-    assert "Traceback" not in done.stderr
-    return done.stderr
+    # no --port: it would override the file's
+    assert error in _start_fails("--data-dir", str(tmp_path / "data"), "--config", str(config))
 
 
 def test_start_problems_are_explained(tmp_path: Path) -> None:
