@@ -11,17 +11,20 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
 
 from conveyor.ids import UuidSequence
 from conveyor.server import console, sigv4
+from conveyor.server.access import AccessKey
 from conveyor.server.http import Request, Response
 from conveyor.server.metrics import CONTENT_TYPE_LATEST, ServerMetrics
 from conveyor.server.waiters import Waiters
 from conveyor.service import ReceivePlan, RequestContext, Service, leases, workers
 from conveyor.service.base import queue_name_from
+from conveyor.service.validate import plain_name
 from conveyor.sqs import jsonproto, queryproto
 from conveyor.sqs.errors import InternalError, RequestTooLarge, SqsError
 from conveyor.store.base import QueueRecord, StoreError
@@ -41,7 +44,7 @@ SKEW_EVERY_S = 10.0
 class ServerSettings:
     account_id: str = "000000000000"
     default_region: str = "us-east-1"
-    access_keys: dict[str, str] = field(default_factory=dict)  # empty: no signature check
+    access_keys: dict[str, AccessKey] = field(default_factory=dict)  # empty: no signatures
     dev_clock: bool = False  # expose POST /_conveyor/clock?advance=S for tests
 
 
@@ -69,7 +72,8 @@ class App:
         self._request_id = UuidSequence().next
         self._contexts: dict[tuple[str, str, str], RequestContext] = {}
         self.service.store.on_remote_ready = self.waiters.notify
-        self.console = console.Console(service, settings.account_id, settings.access_keys)
+        self.console = console.Console(service, settings.account_id,
+                                       {k: v.secret for k, v in settings.access_keys.items()})
 
     def _ready(self, queue: QueueRecord, count: int) -> None:
         """Messages became receivable: wake local long polls, and other nodes' ones."""
@@ -134,9 +138,12 @@ class App:
         request_id = self._request_id()
         action = "Unknown"
         try:
+            claim, key = self._authenticate(req)
             call = self._decode(protocol, req, request_id)
             action = call.action
-            ctx = self._authorize(req)
+            ctx = self._context(req, claim)
+            if key is not None:
+                key.check(action, call.request, self.settings.account_id, ctx.base_url)
             result = await self._dispatch(ctx, call, req)
             if result is None:  # the client went away during a long poll
                 return None
@@ -173,14 +180,27 @@ class App:
         action, request = queryproto.decode(req.query_string, req.body, path_queue)
         return Call(protocol, action, request, request_id)
 
-    def _authorize(self, req: Request) -> RequestContext:
-        credential = sigv4.parse_authorization(req.headers.get("authorization", ""))
-        if self.settings.access_keys:
-            sigv4.verify(credential, self.settings.access_keys, req.method, req.path,
-                         req.query_string.decode("latin-1"), req.headers, req.body)
-        key = (credential.region if credential else self.settings.default_region,
+    def _authenticate(self, req: Request) -> tuple[sigv4.Claim | None, AccessKey | None]:
+        """Who signed the request: checked before anything of it is decoded or acted on.
+        Without access keys nothing is checked, and a claim only names the region."""
+        query = req.query_string.decode("latin-1")
+        keys = self.settings.access_keys
+        if not keys:
+            try:
+                return sigv4.read(query, req.headers), None
+            except SqsError:
+                return None, None
+        claim = sigv4.read(query, req.headers)
+        sigv4.verify(claim, keys, req.method, req.path, query, req.headers, req.body,
+                     datetime.now(UTC))
+        assert claim is not None
+        return claim, keys[claim.access_key]
+
+    def _context(self, req: Request, claim: sigv4.Claim | None) -> RequestContext:
+        region = claim.region if claim and plain_name(claim.region) else None
+        key = (region or self.settings.default_region,
                f"{req.scheme}://{req.headers.get('host') or 'localhost'}",
-               credential.access_key if credential else "")
+               claim.access_key if claim else "")
         ctx = self._contexts.get(key)
         if ctx is None:  # a client sends the same key, region and host every time
             if len(self._contexts) >= 1024:

@@ -16,6 +16,7 @@ import click
 
 from conveyor import logs
 from conveyor.clock import Clock
+from conveyor.server.access import AccessKey
 from conveyor.server.app import App, ServerSettings
 from conveyor.server.config import ConfigError, declare_queues, load, queue_declarations
 from conveyor.server.http import HttpServer
@@ -55,7 +56,8 @@ QUEUE_CACHE_SHARED_S = 1.0  # with several nodes, another node's queue change sh
 @click.option("--region", envvar="CONVEYOR_REGION",
               help="Region for unsigned requests  [default: us-east-1]")
 @click.option("--access-key", "access_keys", multiple=True, metavar="KEY:SECRET",
-              help="Accept SigV4 requests signed with this key (repeatable). "
+              help="Accept SigV4 requests signed with this key, with full access "
+              "(repeatable; keys limited to actions and queues go in the config file). "
               "Without any, requests are not authenticated.")
 @click.option("--allow-open", is_flag=True, default=None,
               help="Listen on a non-loopback address without access keys.")
@@ -88,7 +90,7 @@ def _settings(config_path: Path | None, options: dict[str, Any]) -> dict[str, An
         key, sep, secret = pair.partition(":")
         if not sep or not key or not secret:
             raise ConfigError(f"--access-key {pair!r}: expected KEY:SECRET")
-        keys[key] = secret
+        keys[key] = AccessKey(key, secret)
     merged["access_keys"] = keys
     merged["queues"] = queue_declarations(file.get("queues"))
     if merged["mode"] not in MODES:

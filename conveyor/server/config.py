@@ -4,7 +4,9 @@
 port: 9324
 data_dir: ./conveyor-data
 mode: strict            # or relaxed
-access_keys: {AKIDEXAMPLE: secret}
+access_keys:              # without any, requests are not authenticated
+  AKIDEXAMPLE: secret       # full access
+  AKIDPRODUCER: {secret: s2, actions: ["SendMessage*"], queues: ["orders-*"]}
 queues:
   - name: jobs-dlq
   - name: jobs
@@ -23,6 +25,7 @@ from typing import Any
 import orjson
 import yaml
 
+from conveyor.server.access import EVERYTHING, AccessKey, normalized_actions
 from conveyor.service import RequestContext, Service
 from conveyor.sqs.errors import QueueNameExists, SqsError
 
@@ -50,7 +53,7 @@ _SETTINGS: dict[str, tuple[type | tuple[type, ...], str]] = {
     "mode": (str, "strict or relaxed"),
     "account_id": ((str, int), "an account id"),
     "region": (str, "a region name"),
-    "access_keys": (dict, "a mapping of access key id to secret"),
+    "access_keys": (dict, "a mapping of access key id to a secret or a key policy"),
     "allow_open": (bool, "true or false"),
     "queues": (list, "a list of queues"),
     "log_level": (str, "debug, info, warning or error"),
@@ -74,10 +77,42 @@ def load(path: Path) -> dict[str, Any]:
             raise ConfigError(f"{path}: {key}: expected {what}, not {value!r}")
     if "account_id" in data:
         data["account_id"] = str(data["account_id"])
-    for key, secret in (data.get("access_keys") or {}).items():
-        if not isinstance(key, str) or not isinstance(secret, str) or not key or not secret:
-            raise ConfigError(f"{path}: access_keys: expected key ids and secrets as text")
+    data["access_keys"] = access_keys(data.get("access_keys") or {}, f"{path}: access_keys")
     return data
+
+
+def access_keys(raw: dict[Any, Any], where: str) -> dict[str, AccessKey]:
+    """`KEY: secret`, or `KEY: {secret, session_token, actions, queues}` (see access.py)."""
+    keys = {}
+    for key_id, entry in raw.items():
+        if not isinstance(key_id, str) or not key_id:
+            raise ConfigError(f"{where}: expected key ids as text, not {key_id!r}")
+        if isinstance(entry, str):
+            entry = {"secret": entry}
+        if not isinstance(entry, dict):
+            raise ConfigError(f"{where}: {key_id}: expected a secret or a mapping")
+        unknown = set(entry) - {"secret", "session_token", "actions", "queues"}
+        if unknown:
+            raise ConfigError(f"{where}: {key_id}: unknown keys {sorted(unknown)}")
+        secret, token = entry.get("secret"), entry.get("session_token")
+        if not isinstance(secret, str) or not secret:
+            raise ConfigError(f"{where}: {key_id}: secret: expected text")
+        if token is not None and (not isinstance(token, str) or not token):
+            raise ConfigError(f"{where}: {key_id}: session_token: expected text")
+        keys[key_id] = AccessKey(
+            key_id, secret, token,
+            normalized_actions(_patterns(entry, "actions", f"{where}: {key_id}")),
+            _patterns(entry, "queues", f"{where}: {key_id}"))
+    return keys
+
+
+def _patterns(entry: dict[str, Any], key: str, where: str) -> tuple[str, ...]:
+    value = entry.get(key, list(EVERYTHING))
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(p, str) and p for p in value):
+        raise ConfigError(f"{where}: {key}: expected a list of patterns, not {value!r}")
+    return tuple(value)
 
 
 def queue_declarations(raw: Any) -> list[QueueDeclaration]:

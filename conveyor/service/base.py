@@ -94,7 +94,10 @@ def queue_name_from(url_or_name: str, account_id: str) -> str | None:
     if "/" not in url_or_name:
         name = url_or_name
     else:
-        path = urlsplit(url_or_name).path if "://" in url_or_name else url_or_name
+        try:
+            path = urlsplit(url_or_name).path if "://" in url_or_name else url_or_name
+        except ValueError:  # e.g. `http://[`: an unclosed IPv6 host
+            return None
         parts = [p for p in path.split("/") if p]
         if len(parts) != 2 or parts[0] != account_id:
             return None

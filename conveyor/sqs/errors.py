@@ -158,6 +158,22 @@ class MissingAuthenticationToken(SqsError):
     default_message = "Request is missing Authentication Token"
 
 
+class IncompleteSignature(SqsError):
+    """The signature's parts are missing or malformed (SQS API reference, Common Errors)."""
+
+    code = "IncompleteSignature"
+    default_message = "The request signature does not conform to AWS standards."
+
+
+class AccessDenied(SqsError):
+    """Signed by a known key that may not do this. SQS answers 403 with code AccessDenied
+    and names the endpoint (recorded in aws/aws-sdk-php#188 and bbc/sqs-consumer#225)."""
+
+    code = "AccessDenied"
+    status = 403
+    default_message = "Access to the resource is denied."
+
+
 class RequestTooLarge(SqsError):
     code = "RequestEntityTooLarge"
     status = 413

@@ -12,7 +12,8 @@ from botocore.awsrequest import AWSRequest
 from botocore.config import Config
 from botocore.credentials import Credentials
 
-from conveyor.server.sigv4 import parse_authorization
+from conveyor.server import sigv4
+from conveyor.sqs.errors import IncompleteSignature
 from tests.server.conftest import Launcher
 from tests.server.helpers import (
     JSON_CONTENT_TYPE,
@@ -108,15 +109,24 @@ def test_health_needs_no_signature(secured: ServerProcess) -> None:
 
 
 def test_authorization_header_parsed_in_any_field_order() -> None:
-    """The scope is cached apart from the signature; other layouts still parse whole."""
+    """The scope is cached apart from the signature; other layouts still parse whole, and
+    a header missing a part is IncompleteSignature (SQS API reference, Common Errors)."""
     scope = "Credential=AK/20261122/eu-west-1/sqs/aws4_request"
     boto_layout = f"AWS4-HMAC-SHA256 {scope}, SignedHeaders=host;x-amz-date, Signature=ab12"
     reordered = f"AWS4-HMAC-SHA256 Signature=cd34, {scope}, SignedHeaders=host;x-amz-date"
-    first, second = parse_authorization(boto_layout), parse_authorization(reordered)
+
+    def read(header: str) -> sigv4.Claim | None:
+        return sigv4.read("", {"authorization": header})
+
+    first, second = read(boto_layout), read(reordered)
     assert first is not None and second is not None
     assert (first.region, first.signed_headers, first.signature) == (
         "eu-west-1", ("host", "x-amz-date"), "ab12")
     assert (second.access_key, second.signature) == ("AK", "cd34")
-    assert parse_authorization(boto_layout.replace("ab12", "ef56")).signature == "ef56"
-    assert parse_authorization(f"AWS4-HMAC-SHA256 {scope}, SignedHeaders=host") is None
-    assert parse_authorization(f"AWS4-HMAC-SHA256 {scope}, Signature=ab12") is None
+    assert read(boto_layout.replace("ab12", "ef56")).signature == "ef56"  # type: ignore[union-attr]
+    for incomplete in (f"AWS4-HMAC-SHA256 {scope}, SignedHeaders=host",
+                       f"AWS4-HMAC-SHA256 {scope}, Signature=ab12",
+                       "AWS4-HMAC-SHA256 Credential=AK/20261122/sqs, SignedHeaders=host, "
+                       "Signature=ab12", "Basic dXNlcjpwYXNz"):
+        with pytest.raises(IncompleteSignature):
+            read(incomplete)
