@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -263,8 +264,11 @@ class App:
     def _advance_clock(self, req: Request) -> Response:
         query = dict(p.split("=", 1) for p in req.query_string.decode().split("&") if "=" in p)
         try:
-            self.service.clock.advance(float(query.get("advance", "0")))
+            seconds = float(query.get("advance", "0"))
         except ValueError:
+            seconds = math.nan
+        if not math.isfinite(seconds):
             return Response(400, b'{"message":"advance must be a number of seconds"}')
+        self.service.clock.advance(seconds)
         self.waiters.notify_all()  # let parked receivers re-check what became visible
         return Response(200, orjson.dumps({"advanced_ms": self.service.clock.advanced_ms}))
