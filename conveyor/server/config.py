@@ -5,6 +5,8 @@ port: 9324
 data_dir: ./conveyor-data
 mode: strict            # or relaxed
 access_keys: {AKIDEXAMPLE: secret}
+metrics_token: s3cret-scrape-token   # GET /metrics then needs Authorization: Bearer <it>
+# metrics_port: 9325                 # or: /metrics only on 127.0.0.1:9325
 queues:
   - name: jobs-dlq
   - name: jobs
@@ -52,6 +54,8 @@ _SETTINGS: dict[str, tuple[type | tuple[type, ...], str]] = {
     "region": (str, "a region name"),
     "access_keys": (dict, "a mapping of access key id to secret"),
     "allow_open": (bool, "true or false"),
+    "metrics_token": (str, "a bearer token"),
+    "metrics_port": (int, "a port number"),
     "queues": (list, "a list of queues"),
     "log_level": (str, "debug, info, warning or error"),
 }
