@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 
 from conveyor.ids import UuidSequence
-from conveyor.server import console, sigv4
+from conveyor.server import console, console_auth, sigv4
 from conveyor.server.http import Request, Response
 from conveyor.server.metrics import CONTENT_TYPE_LATEST, ServerMetrics
 from conveyor.server.waiters import Waiters
@@ -46,6 +46,7 @@ class ServerSettings:
     dev_clock: bool = False  # expose POST /_conveyor/clock?advance=S for tests
     metrics_token: str = ""  # set: GET /metrics needs `Authorization: Bearer <it>`
     metrics_port: int | None = None  # set: /metrics is served there (handle_operator) only
+    console_session_s: int = console_auth.DEFAULT_SESSION_S
 
 
 @dataclass(slots=True)
@@ -72,7 +73,8 @@ class App:
         self._request_id = UuidSequence().next
         self._contexts: dict[tuple[str, str, str], RequestContext] = {}
         self.service.store.on_remote_ready = self.waiters.notify
-        self.console = console.Console(service, settings.account_id, settings.access_keys)
+        self.console = console.Console(service, settings.account_id, settings.access_keys,
+                                       settings.console_session_s)
 
     def _ready(self, queue: QueueRecord, count: int) -> None:
         """Messages became receivable: wake local long polls, and other nodes' ones."""

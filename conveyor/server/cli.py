@@ -19,6 +19,7 @@ from conveyor import logs
 from conveyor.clock import Clock
 from conveyor.server.app import App, ServerSettings
 from conveyor.server.config import ConfigError, declare_queues, load, queue_declarations
+from conveyor.server.console_auth import DEFAULT_SESSION_S
 from conveyor.server.http import HttpServer
 from conveyor.service import Service
 from conveyor.sqs import shapes
@@ -67,6 +68,8 @@ BEARER_TOKEN = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
               help="GET /metrics then needs `Authorization: Bearer TOKEN`.")
 @click.option("--metrics-port", type=int, envvar="CONVEYOR_METRICS_PORT",
               help="Serve /metrics (and /health) on 127.0.0.1:PORT only, no longer on --port.")
+@click.option("--console-session-hours", type=float, envvar="CONVEYOR_CONSOLE_SESSION_HOURS",
+              help=f"How long a console sign-in lasts  [default: {DEFAULT_SESSION_S // 3600}]")
 @click.option("--log-level", type=click.Choice(LOG_LEVELS),
               envvar="CONVEYOR_LOG_LEVEL", help="[default: info]")
 @click.option("--dev-clock-skew", type=float, hidden=True,
@@ -88,7 +91,7 @@ def _settings(config_path: Path | None, options: dict[str, Any]) -> dict[str, An
               "store": "sqlite", "pool_size": 10,
               "mode": "strict", "account_id": "000000000000", "region": "us-east-1",
               "log_level": "info", "allow_open": False, "metrics_token": "",
-              "metrics_port": None, **file}
+              "metrics_port": None, "console_session_hours": DEFAULT_SESSION_S / 3600, **file}
     for key, value in options.items():
         if value not in (None, ()):
             merged[key] = value
@@ -107,6 +110,11 @@ def _settings(config_path: Path | None, options: dict[str, Any]) -> dict[str, An
     if not 0 <= merged["port"] <= 65535:
         raise ConfigError(f"port: expected 0-65535, not {merged['port']}")
     _check_metrics(merged)
+    if merged["console_session_hours"] is None:  # `console_session_hours:` left empty
+        merged["console_session_hours"] = DEFAULT_SESSION_S / 3600
+    if not 0 < merged["console_session_hours"] <= 24 * 365:
+        raise ConfigError("console_session_hours: expected more than 0 and at most a year, "
+                          f"not {merged['console_session_hours']}")
     if merged["pool_size"] < 1:
         raise ConfigError(f"pool_size: expected at least 1, not {merged['pool_size']}")
     if not keys and not merged["allow_open"] and not _is_loopback(merged["host"]):
@@ -165,7 +173,8 @@ async def serve(settings: dict[str, Any]) -> None:
             account_id=settings["account_id"], default_region=settings["region"],
             access_keys=settings["access_keys"], dev_clock=settings.get("dev_clock") or False,
             metrics_token=settings["metrics_token"] or "",
-            metrics_port=settings["metrics_port"]))
+            metrics_port=settings["metrics_port"],
+            console_session_s=round(settings["console_session_hours"] * 3600)))
         http = HttpServer(app.handle, service.limits.max_request_bytes)
         port = await http.start(settings["host"], settings["port"])
         metrics_listener = await _start_metrics_listener(app, settings)

@@ -7,6 +7,7 @@ mode: strict            # or relaxed
 access_keys: {AKIDEXAMPLE: secret}
 metrics_token: s3cret-scrape-token   # GET /metrics then needs Authorization: Bearer <it>
 # metrics_port: 9325                 # or: /metrics only on 127.0.0.1:9325
+console_session_hours: 8             # how long a console sign-in lasts
 queues:
   - name: jobs-dlq
   - name: jobs
@@ -56,6 +57,7 @@ _SETTINGS: dict[str, tuple[type | tuple[type, ...], str]] = {
     "allow_open": (bool, "true or false"),
     "metrics_token": (str, "a bearer token"),
     "metrics_port": (int, "a port number"),
+    "console_session_hours": ((int, float), "a number of hours"),
     "queues": (list, "a list of queues"),
     "log_level": (str, "debug, info, warning or error"),
 }

@@ -86,6 +86,8 @@ def _start_fails(*args: str) -> str:
     ("metrics_token: 'caf\u00e9'\n", "metrics_token: expected letters, digits and -._~+/"),
     ("metrics_port: 9324\n", "metrics_port: expected a port other than the main one (9324)"),
     ("metrics_port: 0\n", "metrics_port: expected 1-65535, not 0"),
+    ("console_session_hours: 0\n", "console_session_hours: expected more than 0"),
+    ("console_session_hours: soon\n", "console_session_hours: expected a number of hours"),
 ])
 def test_a_bad_file_is_refused_with_a_clear_error(tmp_path: Path, text: str,
                                                   error: str) -> None:
