@@ -7,6 +7,7 @@ wire protocols and the service, and it runs the background sweeps.
 from __future__ import annotations
 
 import asyncio
+import hmac
 import logging
 import math
 import time
@@ -18,7 +19,7 @@ from typing import Any
 import orjson
 
 from conveyor.ids import UuidSequence
-from conveyor.server import console, sigv4
+from conveyor.server import console, console_auth, sigv4
 from conveyor.server.access import AccessKey
 from conveyor.server.http import Request, Response
 from conveyor.server.metrics import CONTENT_TYPE_LATEST, ServerMetrics
@@ -47,6 +48,9 @@ class ServerSettings:
     default_region: str = "us-east-1"
     access_keys: dict[str, AccessKey] = field(default_factory=dict)  # empty: no signatures
     dev_clock: bool = False  # expose POST /_conveyor/clock?advance=S for tests
+    metrics_token: str = ""  # set: GET /metrics needs `Authorization: Bearer <it>`
+    metrics_port: int | None = None  # set: /metrics is served there (handle_operator) only
+    console_session_s: int = console_auth.DEFAULT_SESSION_S
 
 
 @dataclass(slots=True)
@@ -73,8 +77,9 @@ class App:
         self._request_id = UuidSequence().next
         self._contexts: dict[tuple[str, str, str], RequestContext] = {}
         self.service.store.on_remote_ready = self.waiters.notify
-        self.console = console.Console(service, settings.account_id,
-                                       {k: v.secret for k, v in settings.access_keys.items()})
+        self.console = console.Console(
+            service, settings.account_id,
+            {k: v.secret for k, v in settings.access_keys.items()}, settings.console_session_s)
 
     def _ready(self, queue: QueueRecord, count: int) -> None:
         """Messages became receivable: wake local long polls, and other nodes' ones."""
@@ -129,7 +134,9 @@ class App:
         if req.method == "GET" and req.path == "/health":
             return Response(200, b'{"status":"ok"}')
         if req.method == "GET" and req.path == "/metrics":
-            return await self._metrics()
+            if self.settings.metrics_port is not None:
+                return Response(404, b'{"message":"Not found."}')
+            return await self._metrics(req)
         if req.path == console.PREFIX or req.path.startswith(console.PREFIX + "/"):
             return await self.console.page(req)
         if req.path == "/_conveyor/clock" and req.method == "POST" and self.settings.dev_clock:
@@ -252,7 +259,18 @@ class App:
 
     # --- operator endpoints -----------------------------------------------------------------
 
-    async def _metrics(self) -> Response:
+    async def handle_operator(self, req: Request) -> Response:
+        """The --metrics-port listener (loopback only): /health and /metrics, nothing else."""
+        if req.method == "GET" and req.path == "/health":
+            return Response(200, b'{"status":"ok"}')
+        if req.method == "GET" and req.path == "/metrics":
+            return await self._metrics(req)
+        return Response(404, b'{"message":"Not found."}')
+
+    async def _metrics(self, req: Request) -> Response:
+        refusal = self._refuse_bearer(req.headers.get("authorization", ""))
+        if refusal is not None:
+            return refusal
         gauge = self.metrics.messages
         gauge.clear()
         for queue, counts in await self.service.queue_counts():
@@ -260,6 +278,21 @@ class App:
                                  ("delayed", counts.delayed)):
                 gauge.labels(queue.region, queue.name, state).set(value)
         return Response(200, self.metrics.render(), CONTENT_TYPE_LATEST.encode())
+
+    def _refuse_bearer(self, authorization: str) -> Response | None:
+        """None if /metrics is open or `authorization` carries the --metrics-token, else a
+        401 with a Bearer challenge (RFC 6750 §3): an `error="invalid_token"` when a Bearer
+        token was sent and is wrong, none when none was (§3.1)."""
+        token = self.settings.metrics_token
+        if not token:
+            return None
+        scheme, _, given = authorization.partition(" ")
+        bearer = scheme.lower() == "bearer"  # auth schemes are case-insensitive (RFC 9110)
+        if bearer and hmac.compare_digest(given.strip().encode("latin-1"), token.encode()):
+            return None
+        challenge = b'Bearer realm="conveyor"' + (b', error="invalid_token"' if bearer else b"")
+        return Response(401, b'{"message":"Send Authorization: Bearer <the metrics token>."}',
+                        headers=[(b"www-authenticate", challenge)])
 
     def _advance_clock(self, req: Request) -> Response:
         query = dict(p.split("=", 1) for p in req.query_string.decode().split("&") if "=" in p)

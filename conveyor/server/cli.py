@@ -7,6 +7,7 @@ import errno
 import gc
 import ipaddress
 import logging
+import re
 import signal
 from collections.abc import Callable, Coroutine
 from pathlib import Path
@@ -19,6 +20,7 @@ from conveyor.clock import Clock
 from conveyor.server.access import AccessKey
 from conveyor.server.app import App, ServerSettings
 from conveyor.server.config import ConfigError, declare_queues, load, queue_declarations
+from conveyor.server.console_auth import DEFAULT_SESSION_S
 from conveyor.server.http import HttpServer
 from conveyor.service import Service
 from conveyor.sqs import shapes
@@ -31,6 +33,9 @@ log = logging.getLogger("conveyor.server")
 DEFAULT_PORT = 9324  # ElasticMQ's port: existing local-SQS setups point here already
 LOG_LEVELS = ("debug", "info", "warning", "error")
 QUEUE_CACHE_SHARED_S = 1.0  # with several nodes, another node's queue change shows within this
+OPERATOR_MAX_BODY_BYTES = 64 * 1024  # the metrics listener takes GETs only
+# RFC 6750 §2.1: what a bearer token may contain (b64token), so it fits the header as is.
+BEARER_TOKEN = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
 
 
 @click.command("server")
@@ -61,6 +66,12 @@ QUEUE_CACHE_SHARED_S = 1.0  # with several nodes, another node's queue change sh
               "Without any, requests are not authenticated.")
 @click.option("--allow-open", is_flag=True, default=None,
               help="Listen on a non-loopback address without access keys.")
+@click.option("--metrics-token", envvar="CONVEYOR_METRICS_TOKEN", metavar="TOKEN",
+              help="GET /metrics then needs `Authorization: Bearer TOKEN`.")
+@click.option("--metrics-port", type=int, envvar="CONVEYOR_METRICS_PORT",
+              help="Serve /metrics (and /health) on 127.0.0.1:PORT only, no longer on --port.")
+@click.option("--console-session-hours", type=float, envvar="CONVEYOR_CONSOLE_SESSION_HOURS",
+              help=f"How long a console sign-in lasts  [default: {DEFAULT_SESSION_S // 3600}]")
 @click.option("--log-level", type=click.Choice(LOG_LEVELS),
               envvar="CONVEYOR_LOG_LEVEL", help="[default: info]")
 @click.option("--dev-clock-skew", type=float, hidden=True,
@@ -81,7 +92,8 @@ def _settings(config_path: Path | None, options: dict[str, Any]) -> dict[str, An
     merged = {"host": "127.0.0.1", "port": DEFAULT_PORT, "data_dir": "conveyor-data",
               "store": "sqlite", "pool_size": 10,
               "mode": "strict", "account_id": "000000000000", "region": "us-east-1",
-              "log_level": "info", "allow_open": False, **file}
+              "log_level": "info", "allow_open": False, "metrics_token": "",
+              "metrics_port": None, "console_session_hours": DEFAULT_SESSION_S / 3600, **file}
     for key, value in options.items():
         if value not in (None, ()):
             merged[key] = value
@@ -99,6 +111,12 @@ def _settings(config_path: Path | None, options: dict[str, Any]) -> dict[str, An
         raise ConfigError(f"log_level: expected one of {list(LOG_LEVELS)}")
     if not 0 <= merged["port"] <= 65535:
         raise ConfigError(f"port: expected 0-65535, not {merged['port']}")
+    _check_metrics(merged)
+    if merged["console_session_hours"] is None:  # `console_session_hours:` left empty
+        merged["console_session_hours"] = DEFAULT_SESSION_S / 3600
+    if not 0 < merged["console_session_hours"] <= 24 * 365:
+        raise ConfigError("console_session_hours: expected more than 0 and at most a year, "
+                          f"not {merged['console_session_hours']}")
     if merged["pool_size"] < 1:
         raise ConfigError(f"pool_size: expected at least 1, not {merged['pool_size']}")
     if not keys and not merged["allow_open"] and not _is_loopback(merged["host"]):
@@ -107,6 +125,17 @@ def _settings(config_path: Path | None, options: dict[str, Any]) -> dict[str, An
             "it could read and delete messages. Pass --access-key KEY:SECRET, or --allow-open "
             "if the network is trusted.")
     return merged
+
+
+def _check_metrics(merged: dict[str, Any]) -> None:
+    token, port = merged["metrics_token"], merged["metrics_port"]
+    if token and not BEARER_TOKEN.fullmatch(token):
+        raise ConfigError("metrics_token: expected letters, digits and -._~+/ (then any '='), "
+                          "as RFC 6750 allows in a bearer token")
+    if port is not None and not 1 <= port <= 65535:
+        raise ConfigError(f"metrics_port: expected 1-65535, not {port}")
+    if port is not None and port == merged["port"]:
+        raise ConfigError(f"metrics_port: expected a port other than the main one ({port})")
 
 
 def _is_loopback(host: str) -> bool:
@@ -142,11 +171,15 @@ async def serve(settings: dict[str, Any]) -> None:
     try:
         await declare_queues(service, settings["queues"], settings["account_id"],
                              settings["region"])
-        app = App(service, ServerSettings(settings["account_id"], settings["region"],
-                                          settings["access_keys"],
-                                          settings.get("dev_clock") or False))
+        app = App(service, ServerSettings(
+            account_id=settings["account_id"], default_region=settings["region"],
+            access_keys=settings["access_keys"], dev_clock=settings.get("dev_clock") or False,
+            metrics_token=settings["metrics_token"] or "",
+            metrics_port=settings["metrics_port"],
+            console_session_s=round(settings["console_session_hours"] * 3600)))
         http = HttpServer(app.handle, service.limits.max_request_bytes)
         port = await http.start(settings["host"], settings["port"])
+        metrics_listener = await _start_metrics_listener(app, settings)
         app.start()
         # The SQS model is read from botocore's data once, here rather than in the first
         # request, so that gc.freeze() below keeps its many objects out of collections.
@@ -167,8 +200,28 @@ async def serve(settings: dict[str, Any]) -> None:
         log.info("shutting down: answering long polls, finishing requests")
         app.stop()
         await http.stop()
+        if metrics_listener is not None:
+            await metrics_listener.stop()
     finally:
         await store.close()
+
+
+async def _start_metrics_listener(app: App, settings: dict[str, Any]) -> HttpServer | None:
+    """The --metrics-port listener, on loopback only; without one, warn if /metrics is open
+    on a server that otherwise wants keys."""
+    if settings["metrics_port"] is None:
+        if settings["access_keys"] and not settings["metrics_token"]:
+            log.warning("/metrics is open to anyone who can reach this server although access "
+                        "keys are set (it names every queue and its message counts); protect "
+                        "it with --metrics-token or --metrics-port")
+        return None
+    listener = HttpServer(app.handle_operator, OPERATOR_MAX_BODY_BYTES)
+    try:
+        port = await listener.start("127.0.0.1", settings["metrics_port"])
+    except OSError as exc:
+        raise ConfigError(f"--metrics-port {settings['metrics_port']}: {exc.strerror}") from None
+    log.info("metrics at http://127.0.0.1:%s/metrics (not on the main port)", port)
+    return listener
 
 
 async def open_store(settings: dict[str, Any], clock: Clock) -> Store:

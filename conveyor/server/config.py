@@ -4,9 +4,12 @@
 port: 9324
 data_dir: ./conveyor-data
 mode: strict            # or relaxed
-access_keys:              # without any, requests are not authenticated
-  AKIDEXAMPLE: secret       # full access
+access_keys:                         # without any, requests are not authenticated
+  AKIDEXAMPLE: secret                  # full access
   AKIDPRODUCER: {secret: s2, actions: ["SendMessage*"], queues: ["orders-*"]}
+metrics_token: s3cret-scrape-token   # GET /metrics then needs Authorization: Bearer <it>
+# metrics_port: 9325                 # or: /metrics only on 127.0.0.1:9325
+console_session_hours: 8             # how long a console sign-in lasts
 queues:
   - name: jobs-dlq
   - name: jobs
@@ -55,6 +58,9 @@ _SETTINGS: dict[str, tuple[type | tuple[type, ...], str]] = {
     "region": (str, "a region name"),
     "access_keys": (dict, "a mapping of access key id to a secret or a key policy"),
     "allow_open": (bool, "true or false"),
+    "metrics_token": (str, "a bearer token"),
+    "metrics_port": (int, "a port number"),
+    "console_session_hours": ((int, float), "a number of hours"),
     "queues": (list, "a list of queues"),
     "log_level": (str, "debug, info, warning or error"),
 }

@@ -1,24 +1,25 @@
 """The web console: what an operator opens in a browser to see the queues.
 
-Read-only HTML on the server's own port, served from the service layer like any SQS
-call: `/console` lists every queue of every region with its message counts and its
-dead-letter wiring, and the workers that announce themselves (to any node);
+HTML on the server's own port, served from the service layer like any SQS call:
+`/console` lists every queue of every region with its message counts and its dead-letter
+wiring, and the workers that announce themselves (to any node);
 `/console/queues/<region>/<name>` shows one queue's next messages (looked at, not
-received), attributes, tags, dead-letter sources and move tasks. Pages refresh
-themselves every few seconds.
+received), attributes, tags, dead-letter sources and move tasks. Pages refresh themselves
+every few seconds.
 
-A server that checks signatures (access keys configured) asks a browser for HTTP Basic
-credentials instead, an access key id and its secret: the console shows message bodies,
-tags and policies, which an open /metrics does not.
+A server that checks signatures (access keys configured) first sends a browser to
+`/console/sign-in`, where an access key id and its secret key buy a session cookie
+(console_auth.py): the console shows message bodies, tags and policies. Sessions live in
+this server's memory, so a restart signs everyone out.
+
+Every POST goes through `Console._post`, which refuses another site's requests (Origin)
+and forms without the right CSRF token before any action in `Console.actions` runs.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-import hmac
 import logging
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from datetime import UTC, datetime
 from html import escape
 from typing import Any
@@ -26,6 +27,9 @@ from urllib.parse import quote, unquote
 
 import orjson
 
+from conveyor.server import console_auth as auth
+from conveyor.server.console_auth import CSRF_COOKIE, CSRF_FIELD, SIGN_IN, Session
+from conveyor.server.console_html import PREFIX, render
 from conveyor.server.http import Request, Response
 from conveyor.service import RequestContext, Service
 from conveyor.service.context import parse_arn
@@ -37,61 +41,80 @@ from conveyor.store.base import Counts, QueueRecord, StoredMessage, StoreError
 
 log = logging.getLogger("conveyor.server.console")
 
-PREFIX = "/console"
-REFRESH_S = 5
 PEEK_LIMIT = 20  # messages shown on a queue's page
 BODY_CHARS = 200  # of each body
-HTML = b"text/html; charset=utf-8"
 
-_STYLE = """
-body { font: 14px/1.4 system-ui, sans-serif; margin: 2em; color: #222; }
-table { border-collapse: collapse; margin: 0.5em 0 1.5em; }
-th, td { padding: 0.3em 0.8em; border-bottom: 1px solid #ddd; text-align: left;
-         white-space: nowrap; }
-td code { white-space: pre-wrap; word-break: break-all; }
-td.n { text-align: right; font-variant-numeric: tabular-nums; }
-th { background: #f4f4f4; }
-.muted { color: #888; }
-code { background: #f4f4f4; padding: 0 0.2em; }
-"""
+# A state-changing console request: (request, its form, its session) -> response. Runs only
+# behind Console._post's checks.
+Action = Callable[[Request, dict[str, str], Session | None], Awaitable[Response]]
 
 
 class Console:
-    def __init__(self, service: Service, account_id: str, access_keys: dict[str, str]) -> None:
+    def __init__(self, service: Service, account_id: str, access_keys: dict[str, str],
+                 session_s: int = auth.DEFAULT_SESSION_S) -> None:
         self.service = service
         self.account_id = account_id
         self.access_keys = access_keys
+        self.auth = auth.SignIn(access_keys, auth.Sessions(service.clock.now_ms, session_s))
+        # Every POST /console/<name>. Add buttons' actions here: _post guards them all, and
+        # a page with a form embeds the token of self.auth.form_token(req, session).
+        self.actions: dict[str, Action] = {"sign-in": self.auth.sign_in,
+                                           "sign-out": self.auth.sign_out}
 
     async def page(self, req: Request) -> Response:
+        if req.method == "POST":
+            return await self._post(req)
         if req.method != "GET":
-            return _page(405, "Method not allowed", "<p>The console only reads.</p>")
-        if self.access_keys and not self._signed_in(req.headers.get("authorization", "")):
-            return Response(401, b"Sign in with an access key id and its secret key.",
-                            b"text/plain; charset=utf-8",
-                            [(b"www-authenticate", b'Basic realm="Conveyor console"')])
+            return render(405, "Method not allowed", "<p>Use the console's pages and buttons.</p>")
         path = req.path.rstrip("/")
+        if path == SIGN_IN:
+            return self.auth.page(req)
+        session = self.auth.session(req)
+        if self.access_keys and session is None:
+            return self.auth.to_sign_in(req, req.path)
         parts = [unquote(p) for p in path[len(PREFIX):].split("/")[1:]]
+        who = self.auth.who(session)
         try:
             if not parts:
-                return await self._overview(req)
+                return await self._overview(req, who)
             # A region that no queue URL could name is never looked up.
             if len(parts) == 3 and parts[0] == "queues" and parts[1] and plain_name(parts[1]):
-                return await self._queue(req, region=parts[1], name=parts[2])
+                return await self._queue(req, who, region=parts[1], name=parts[2])
         except StoreError as exc:
             log.error("console: the store failed: %s", exc)
-            return _page(503, "Store unavailable", f"<p>{escape(str(exc))}</p>")
-        return _page(404, "Not found", f'<p>No such page. <a href="{PREFIX}">All queues</a></p>')
+            return render(503, "Store unavailable", f"<p>{escape(str(exc))}</p>", who=who)
+        return render(404, "Not found", f'<p>No such page. <a href="{PREFIX}">All queues</a></p>',
+                      who=who)
 
-    def _signed_in(self, authorization: str) -> bool:
-        scheme, _, encoded = authorization.partition(" ")
-        if scheme.lower() != "basic":
-            return False
-        try:
-            key, _, secret = base64.b64decode(encoded, validate=True).decode().partition(":")
-        except (binascii.Error, UnicodeDecodeError):
-            return False
-        expected = self.access_keys.get(key)
-        return expected is not None and hmac.compare_digest(expected, secret)
+    async def _post(self, req: Request) -> Response:
+        """The one gate of every state-changing request. An action runs only for this
+        console's own form: no foreign Origin, a well-formed form, and the CSRF token of a
+        live session (to sign in, or on a console without keys, the CSRF cookie's: double
+        submit). Anything else is refused before the action runs, so it changes nothing."""
+        name = req.path[len(PREFIX):].strip("/")
+        action = self.actions.get(name)
+        if action is None:
+            return render(405, "Method not allowed", "<p>Nothing to post here.</p>")
+        if not auth.same_origin(req):
+            log.warning("console: refused a cross-origin POST to %s from %r", req.path,
+                        req.headers.get("origin"))
+            return render(403, "Forbidden", "<p>Another site's form cannot post here.</p>")
+        form = auth.read_form(req)
+        if form is None:
+            return render(400, "Bad request", f"<p>Expected a form ({auth.FORM_TYPE}, at most "
+                          f"{auth.MAX_FORM_FIELDS} fields and {auth.MAX_FORM_BYTES:,} bytes)."
+                          "</p>")
+        session = self.auth.session(req)
+        if name == "sign-in" or not self.access_keys:
+            expected = auth.cookies(req).get(CSRF_COOKIE)
+        else:  # a session ended or never was: no token can match
+            expected = session.csrf if session else None
+        if not auth.same_secret(form.get(CSRF_FIELD), expected):
+            log.warning("console: refused a POST to %s without the right CSRF token", req.path)
+            return render(403, "Forbidden", "<p>This form is out of date or was not made by "
+                          f'this console. <a href="{PREFIX}">Reload the console</a> and try '
+                          "again.</p>")
+        return await action(req, form, session)
 
     def _context(self, req: Request, region: str) -> RequestContext:
         host = req.headers.get("host") or "localhost"
@@ -99,13 +122,13 @@ class Console:
 
     # --- pages ---------------------------------------------------------------------------
 
-    async def _overview(self, req: Request) -> Response:
+    async def _overview(self, req: Request, who: str) -> Response:
         queues = await self.service.queue_counts()
         if not queues:
             host = escape(req.headers.get("host") or "127.0.0.1:9324")
-            return _page(200, "Queues", "<p>No queues yet. Create one, for example:</p>"
-                         f"<p><code>aws --endpoint-url http://{host} sqs create-queue "
-                         "--queue-name jobs</code></p>", refresh=True)
+            return render(200, "Queues", "<p>No queues yet. Create one, for example:</p>"
+                          f"<p><code>aws --endpoint-url http://{host} sqs create-queue "
+                          "--queue-name jobs</code></p>", refresh=True, who=who)
         sources: dict[str, list[str]] = {}
         for queue, _ in queues:
             target = dead_letter_arn(queue)
@@ -121,10 +144,10 @@ class Console:
             ])
         table = _table(["Queue", "Region", "Type", "Visible", "In flight", "Delayed",
                         "Dead letters go to", "Dead-letter queue of"], rows, numeric=(3, 4, 5))
-        return _page(200, "Queues", table + _workers(await self.service.live_workers(),
-                                                     self.service.clock.now_ms()), refresh=True)
+        workers = _workers(await self.service.live_workers(), self.service.clock.now_ms())
+        return render(200, "Queues", table + workers, refresh=True, who=who)
 
-    async def _queue(self, req: Request, region: str, name: str) -> Response:
+    async def _queue(self, req: Request, who: str, region: str, name: str) -> Response:
         ctx = self._context(req, region)
         try:
             queue = await self.service.queue(ctx, name)
@@ -135,8 +158,8 @@ class Console:
             tasks = (await self.service.list_message_move_tasks(
                 ctx, {"SourceArn": ctx.queue_arn(name), "MaxResults": 10}))["Results"]
         except SqsError as error:
-            return _page(404, "Queue not found", f"<p>{escape(error.message)} "
-                         f'<a href="{PREFIX}">All queues</a></p>')
+            return render(404, "Queue not found", f"<p>{escape(error.message)} "
+                          f'<a href="{PREFIX}">All queues</a></p>', who=who)
         counts = Counts(int(attributes.get("ApproximateNumberOfMessages", 0)),
                         int(attributes.get("ApproximateNumberOfMessagesNotVisible", 0)),
                         int(attributes.get("ApproximateNumberOfMessagesDelayed", 0)))
@@ -164,18 +187,10 @@ class Console:
         body += ["<h2>Tags</h2>", _table(["Key", "Value"], [
             [escape(k), escape(v)] for k, v in sorted(tags.items())]) if tags
             else '<p class="muted">none</p>']
-        return _page(200, name, "\n".join(body), refresh=True)
+        return render(200, name, "\n".join(body), refresh=True, who=who)
 
 
 # --- HTML pieces --------------------------------------------------------------------------
-
-def _page(status: int, title: str, body: str, refresh: bool = False) -> Response:
-    meta = f'<meta http-equiv="refresh" content="{REFRESH_S}">' if refresh else ""
-    text = (f'<!doctype html><html><head><meta charset="utf-8">{meta}'
-            f"<title>{escape(title)} · Conveyor</title><style>{_STYLE}</style></head>"
-            f"<body><h1>{escape(title)}</h1>\n{body}\n</body></html>")
-    return Response(status, text.encode(), HTML)
-
 
 def _table(headings: list[str], rows: Iterable[list[str]], numeric: tuple[int, ...] = ()) -> str:
     head = "".join(f"<th>{h}</th>" for h in headings)

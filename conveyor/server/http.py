@@ -48,7 +48,8 @@ class Response:
 
 Handler = Callable[[Request], Awaitable[Response | None]]
 
-_REASONS = {200: b"OK", 400: b"Bad Request", 401: b"Unauthorized", 403: b"Forbidden",
+_REASONS = {200: b"OK", 303: b"See Other",
+            400: b"Bad Request", 401: b"Unauthorized", 403: b"Forbidden",
             404: b"Not Found", 405: b"Method Not Allowed", 413: b"Payload Too Large",
             414: b"URI Too Long", 431: b"Request Header Fields Too Large",
             500: b"Internal Server Error", 503: b"Service Unavailable"}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import http.client
 import json
+import re
 import struct
 import time
 import urllib.request
@@ -18,6 +19,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from http.cookies import Morsel, SimpleCookie
 from typing import Any, TypeVar
 from urllib.parse import urlencode, urlsplit
 
@@ -261,3 +263,80 @@ def assert_query_error(resp: RawResponse, code: str | set[str] | None = None,
         codes = {code} if isinstance(code, str) else code
         assert error.findtext("Code") in codes, resp.body[:500]
     return error
+
+
+# --------------------------------------------------------------------------- the console
+
+
+@dataclass
+class BrowserResponse:
+    status: int
+    headers: list[tuple[str, str]]  # every header, in order (Set-Cookie may repeat)
+    body: bytes
+
+    @property
+    def text(self) -> str:
+        return self.body.decode()
+
+    def header(self, name: str) -> str | None:
+        return next((v for k, v in self.headers if k.lower() == name.lower()), None)
+
+    def set_cookies(self) -> dict[str, Morsel]:
+        """The cookies this response sets, parsed by the standard library's cookie parser."""
+        jar: SimpleCookie = SimpleCookie()
+        for name, value in self.headers:
+            if name.lower() == "set-cookie":
+                jar.load(value)
+        return dict(jar)
+
+    def form_token(self) -> str:
+        """The CSRF token a form on this page carries (its hidden `csrf` field)."""
+        found = re.search(r'name="csrf" value="([^"]*)"', self.text)
+        assert found, self.text[:500]
+        return found.group(1)
+
+
+@dataclass
+class Browser:
+    """Talks to the console the way a browser does, without one: keeps the cookies the
+    server sets (and forgets the ones it expires), sends Origin on POSTs, follows no
+    redirects so tests see each one."""
+
+    base_url: str
+    cookies: dict[str, str] = field(default_factory=dict)
+
+    def request(self, method: str, path: str, body: bytes = b"",
+                headers: Mapping[str, str] | None = None) -> BrowserResponse:
+        parts = urlsplit(self.base_url)
+        sent = dict(headers or {})
+        if self.cookies and "Cookie" not in sent:
+            sent["Cookie"] = "; ".join(f"{k}={v}" for k, v in self.cookies.items())
+        conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+        try:
+            conn.request(method, path, body=body, headers=sent)
+            resp = conn.getresponse()
+            answer = BrowserResponse(resp.status, resp.getheaders(), resp.read())
+        finally:
+            conn.close()
+        for name, morsel in answer.set_cookies().items():
+            if morsel["max-age"] == "0":
+                self.cookies.pop(name, None)
+            else:
+                self.cookies[name] = morsel.value
+        return answer
+
+    def get(self, path: str) -> BrowserResponse:
+        return self.request("GET", path)
+
+    def post(self, path: str, fields: Mapping[str, str] | bytes,
+             headers: Mapping[str, str] | None = None) -> BrowserResponse:
+        body = fields if isinstance(fields, bytes) else urlencode(fields).encode()
+        sent = {"Content-Type": "application/x-www-form-urlencoded",
+                "Origin": self.base_url, **(headers or {})}
+        return self.request("POST", path, body, sent)
+
+    def sign_in(self, key: str, secret: str) -> BrowserResponse:
+        """Fill in and send the sign-in form."""
+        token = self.get("/console/sign-in").form_token()
+        return self.post("/console/sign-in", {"csrf": token, "access_key_id": key,
+                                              "secret_access_key": secret})

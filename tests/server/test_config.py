@@ -82,6 +82,12 @@ def _start_fails(*args: str) -> str:
     ("queues: [{name: a, dead_letter: {queue: b, max_receive_count: 5000}}, {name: b}]\n",
      "queue a: InvalidParameterValue"),
     ("queues: [{name: 'bad name'}]\n", "queue bad name: InvalidParameterValue"),
+    ("metrics_token: 'two words'\n", "metrics_token: expected letters, digits and -._~+/"),
+    ("metrics_token: 'caf\u00e9'\n", "metrics_token: expected letters, digits and -._~+/"),
+    ("metrics_port: 9324\n", "metrics_port: expected a port other than the main one (9324)"),
+    ("metrics_port: 0\n", "metrics_port: expected 1-65535, not 0"),
+    ("console_session_hours: 0\n", "console_session_hours: expected more than 0"),
+    ("console_session_hours: soon\n", "console_session_hours: expected a number of hours"),
 ])
 def test_a_bad_file_is_refused_with_a_clear_error(tmp_path: Path, text: str,
                                                   error: str) -> None:
@@ -101,6 +107,14 @@ def test_start_problems_are_explained(tmp_path: Path) -> None:
 
     error = _start_fails("--host", "0.0.0.0", "--data-dir", str(tmp_path / "b"))
     assert "without access keys" in error and "--allow-open" in error
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        error = _start_fails("--port", "0", "--metrics-port", port, "--data-dir",
+                             str(tmp_path / "d"))
+    assert f"--metrics-port {port}: " in error
 
     running = ServerProcess(tmp_path / "c").start()
     try:

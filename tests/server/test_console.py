@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.server.conftest import Launcher, QueueFactory
-from tests.server.helpers import RawClient, queue_name_of
+from tests.server.helpers import Browser, RawClient, queue_name_of
 
 ACCESS_KEY = "AKIDCONSOLE"
 SECRET_KEY = "console/s3cret"
@@ -131,17 +131,29 @@ def test_console_only_reads(raw: RawClient) -> None:
 
 def test_console_of_a_signing_server_asks_for_an_access_key(launch: Launcher) -> None:
     server = launch("--access-key", f"{ACCESS_KEY}:{SECRET_KEY}")
-    client = RawClient(server.url)
+    browser = Browser(server.url)
 
-    def basic(user_pass: str) -> str:
-        return "Basic " + base64.b64encode(user_pass.encode()).decode()
-
-    refused = _get(client, "/console")
-    assert refused.status == 401
-    assert refused.header("www-authenticate").startswith("Basic")
-    for wrong in (basic(f"{ACCESS_KEY}:nope"), basic(f"OTHER:{SECRET_KEY}"), basic(ACCESS_KEY),
-                  "Basic !!!not-base64", "Bearer x", basic("\u00e9:\u00e9")):
-        assert _get(client, "/console", Authorization=wrong).status == 401, wrong
-    welcome = _get(client, "/console", Authorization=basic(f"{ACCESS_KEY}:{SECRET_KEY}"))
+    refused = browser.get("/console")
+    assert refused.status == 303
+    assert refused.header("location") == "/console/sign-in"
+    # HTTP Basic is gone: the pair in a header opens nothing.
+    basic = "Basic " + base64.b64encode(f"{ACCESS_KEY}:{SECRET_KEY}".encode()).decode()
+    assert browser.request("GET", "/console", headers={"Authorization": basic}).status == 303
+    for key, secret in ((ACCESS_KEY, "nope"), ("OTHER", SECRET_KEY), ("\u00e9", "\u00e9"),
+                        (ACCESS_KEY, SECRET_KEY + "\u00e9")):
+        assert browser.sign_in(key, secret).status == 401, (key, secret)
+    assert browser.sign_in(ACCESS_KEY, SECRET_KEY).status == 303
+    welcome = browser.get("/console")
     assert welcome.status == 200
-    assert b"No queues yet" in welcome.body
+    assert "No queues yet" in welcome.text
+    assert "Traceback" not in server.log()
+
+
+def test_an_open_console_has_no_sign_in(raw: RawClient) -> None:
+    to_console = _get(raw, "/console/sign-in")
+    assert to_console.status == 303
+    assert to_console.header("location") == "/console"
+    assert "sign out" not in _get(raw, "/console").body.decode().lower()
+    # Its forms still need a CSRF token (none is shown yet, so none can match).
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+    assert raw.request("POST", "/console/sign-out", b"", form, sign=False).status == 403

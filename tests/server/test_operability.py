@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import urllib.error
 import urllib.request
+from email.message import Message
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.server.conftest import Launcher, QueueFactory
 from tests.server.helpers import RawClient, unique
-from tests.support import ServerProcess, sqs_client
+from tests.support import ServerProcess, free_port, sqs_client
 
 
 def _get(url: str) -> tuple[int, str, str]:
@@ -44,6 +47,61 @@ def test_metrics_is_prometheus_text(server: ServerProcess) -> None:
     families = list(text_string_to_metric_families(text))
     assert families
     assert any(f.type == "histogram" for f in families), "no latency histogram"
+
+
+METRICS_TOKEN = "scrape-Token.~+/9="  # every kind of character RFC 6750's b64token allows
+
+
+def _status(url: str, **headers: str) -> tuple[int, Message]:
+    """The status and headers (names case-insensitive) of a GET, errors included."""
+    request = urllib.request.Request(url, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=10) as resp:
+            return resp.status, resp.headers
+    except urllib.error.HTTPError as error:
+        return error.code, error.headers
+
+
+def test_metrics_token_needs_a_bearer(launch: Launcher, tmp_path: Path) -> None:
+    """RFC 6750: a missing token gets a bare Bearer challenge (§3.1: no error code), a
+    wrong one error="invalid_token" (§3.1), both with 401; the right one the metrics."""
+    config = tmp_path / "conveyor.yaml"
+    config.write_text(f"metrics_token: '{METRICS_TOKEN}'\n")
+    server = launch("--access-key", "AKIDM:secret", "--config", str(config))
+    url = server.url + "/metrics"
+    status, headers = _status(url)
+    assert status == 401
+    assert headers["WWW-Authenticate"] == 'Bearer realm="conveyor"'
+    for wrong in ("Bearer nope", f"Bearer {METRICS_TOKEN}x", f"Bearer {METRICS_TOKEN[:-1]}",
+                  "Bearer ", "Bearer", "Bearer \u00e9t\u00e9"):
+        status, headers = _status(url, Authorization=wrong)
+        assert status == 401, wrong
+        assert headers["WWW-Authenticate"] == 'Bearer realm="conveyor", error="invalid_token"'
+    for other_scheme in (f"Basic {METRICS_TOKEN}", METRICS_TOKEN):
+        status, headers = _status(url, Authorization=other_scheme)
+        assert status == 401
+        assert headers["WWW-Authenticate"] == 'Bearer realm="conveyor"'
+    for right in (f"Bearer {METRICS_TOKEN}", f"bearer {METRICS_TOKEN}"):
+        status, headers = _status(url, Authorization=right)
+        assert status == 200, right
+        assert headers["Content-Type"].startswith("text/plain")
+    assert _status(server.url + "/health")[0] == 200
+    assert "/metrics is open" not in server.log()
+    assert "Traceback" not in server.log()
+
+
+def test_metrics_port_serves_metrics_apart(launch: Launcher) -> None:
+    port = free_port()
+    server = launch("--metrics-port", str(port))
+    apart = f"http://127.0.0.1:{port}"
+    assert _status(server.url + "/metrics")[0] == 404
+    status, headers = _status(apart + "/metrics")
+    assert status == 200
+    assert headers["Content-Type"].startswith("text/plain")
+    assert _status(server.url + "/health")[0] == 200
+    assert _status(apart + "/health")[0] == 200
+    assert _status(apart + "/console")[0] == 404  # nothing else there
+    assert f"metrics at http://127.0.0.1:{port}/metrics" in server.log()
 
 
 def test_the_journal_reports_what_it_holds(server: ServerProcess, store_args: list[str],
