@@ -28,8 +28,8 @@ from conveyor.service import ReceivePlan, RequestContext, Service, leases, worke
 from conveyor.service.base import queue_name_from
 from conveyor.service.validate import plain_name
 from conveyor.sqs import jsonproto, queryproto
-from conveyor.sqs.errors import InternalError, RequestTooLarge, SqsError
-from conveyor.store.base import QueueRecord, StoreError
+from conveyor.sqs.errors import InternalError, RequestTooLarge, ServiceUnavailable, SqsError
+from conveyor.store.base import QueueRecord, StoreError, StoreUnavailable
 
 log = logging.getLogger("conveyor.server")
 
@@ -77,6 +77,7 @@ class App:
         self._request_id = UuidSequence().next
         self._contexts: dict[tuple[str, str, str], RequestContext] = {}
         self.service.store.on_remote_ready = self.waiters.notify
+        self.service.store.on_remote_missed = self.waiters.notify_all
         self.console = console.Console(
             service, settings.account_id,
             {k: v.secret for k, v in settings.access_keys.items()}, settings.console_session_s)
@@ -91,8 +92,11 @@ class App:
 
     def _announced(self, task: asyncio.Task[None]) -> None:
         self._announcing.discard(task)
-        if not task.cancelled() and task.exception():
-            log.warning("could not announce to other nodes: %s", task.exception())
+        error = None if task.cancelled() else task.exception()
+        # Unavailable: the store logs the outage, and the other nodes, who lost their
+        # notifications too, wake all their long polls once it is over.
+        if error is not None and not isinstance(error, StoreUnavailable):
+            log.warning("could not announce to other nodes: %s", error)
 
     # --- life cycle: background sweeps ----------------------------------------------------
 
@@ -113,6 +117,8 @@ class App:
             await asyncio.sleep(period_s)
             try:
                 await job()
+            except StoreUnavailable:  # the store logs the outage, once
+                pass
             except Exception:  # a supervisor loop: log and carry on
                 log.exception("background job %s failed", job.__name__)
 
@@ -163,6 +169,11 @@ class App:
             outcome = error.code
             action = error.action or action
             log.info("%s failed: %s %s", action, error.code, error.message)
+        except StoreUnavailable as exc:  # the store logs the outage once, not per request
+            log.debug("%s failed: %s", action, exc)
+            status, extra, payload = self._encode_error(protocol, ServiceUnavailable(),
+                                                        request_id)
+            outcome = ServiceUnavailable.code
         except StoreError as exc:
             log.error("%s failed in the store: %s", action, exc)
             status, extra, payload = self._encode_error(protocol, InternalError(), request_id)
@@ -273,7 +284,11 @@ class App:
             return refusal
         gauge = self.metrics.messages
         gauge.clear()
-        for queue, counts in await self.service.queue_counts():
+        try:
+            queues = await self.service.queue_counts()
+        except StoreUnavailable:  # the rest still tells how the node fares meanwhile
+            queues = []
+        for queue, counts in queues:
             for state, value in (("visible", counts.visible), ("in_flight", counts.in_flight),
                                  ("delayed", counts.delayed)):
                 gauge.labels(queue.region, queue.name, state).set(value)

@@ -188,6 +188,26 @@ class InternalError(SqsError):
     default_message = "We encountered an internal error. Please try again."
 
 
+class ServiceUnavailable(SqsError):
+    """The store cannot be reached for now (its database restarts, or is down).
+
+    503 ServiceUnavailable rather than 500 InternalFailure: SQS's own table of common
+    errors (SQS Developer Guide, API 2007-05-01, Query_QueryErrors.html) gives
+    ServiceUnavailable, HTTP 503, for a server SQS needs being unavailable for a while,
+    to be resent after a short wait, and the later versions of that page tell clients to
+    be ready to retry any 503; today's CommonErrors.html keeps InternalFailure (500) for
+    an unknown error or failure. botocore's SQS model declares neither shape, and its
+    retry rules retry both (data/_retry.json `service_unavailable`; retries/standard.py's
+    transient statuses 500/502/503/504), so clients retry either way; 503 also tells
+    them, a load balancer and /metrics that this is an outage that passes, not a bug.
+    """
+
+    code = "ServiceUnavailable"
+    status = 503
+    sender_fault = False
+    default_message = "The service is unavailable right now. Please try again shortly."
+
+
 def invalid_value(value: object, name: str, reason: str) -> InvalidParameterValue:
     """SQS's usual wording for a parameter that is present but wrong."""
     return InvalidParameterValue(f"Value {value} for parameter {name} is invalid. Reason: {reason}")

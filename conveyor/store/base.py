@@ -14,7 +14,14 @@ from typing import Protocol
 
 
 class StoreError(Exception):
-    """A backend failure (disk full, database gone). Rendered as an internal error."""
+    """A backend failure (disk full, a statement the database refused). Rendered as an
+    internal error."""
+
+
+class StoreUnavailable(StoreError):
+    """The backend cannot be reached for now (its database restarts or is down): the same
+    request may well succeed in a moment. Rendered as a retryable "service unavailable";
+    the store itself logs the outage, once."""
 
 
 @dataclass(slots=True)
@@ -140,6 +147,9 @@ class Store(Protocol):
     clock_skew_ms: int  # the store's clock minus ours; the service keeps the store's time
     # Set by the server: another node made (queue id, count) messages receivable.
     on_remote_ready: Callable[[int, int], None]
+    # Set by the server: messages may have become receivable on other nodes without word
+    # reaching us (the store lost its notifications for a while); every long poll looks.
+    on_remote_missed: Callable[[], None]
 
     async def close(self) -> None: ...
     def gauges(self) -> dict[str, tuple[str, float]]:

@@ -6,6 +6,12 @@ sends and receives: a group's order is the commit order, and a group stays held 
 of its messages is in flight, across nodes. A send NOTIFYs `conveyor_ready`; every node
 LISTENs and wakes its own parked long polls. Time comes from the database's clock: each
 node measures its offset to it (`clock_skew_ms`) and the service adds it to its clock.
+
+When the database goes away (a restart, a failover), requests fail with StoreUnavailable
+and the node carries on by itself: one task watches the LISTEN connection, re-establishes
+it with back-off, logs the outage once when it starts and once when it ends, and then
+wakes every parked long poll (notifications sent meanwhile were missed). The pool replaces
+its broken connections as requests ask for them.
 """
 
 from __future__ import annotations
@@ -36,12 +42,29 @@ from conveyor.store.base import (
     SentMessage,
     StoredMessage,
     StoreError,
+    StoreUnavailable,
 )
 
 log = logging.getLogger(__name__)
 
 NOTIFY_CHANNEL = "conveyor_ready"
 SKEW_REFRESH_S = 30.0
+# Re-establishing the LISTEN connection: first try at once, then wait 0.1 s, doubling to
+# 5 s, so that a restart of a second or two costs little and a long outage few attempts.
+RECONNECT_FIRST_S = 0.1
+RECONNECT_MAX_S = 5.0
+PROBE_TIMEOUT_S = 5.0  # a database that does not answer SELECT 1 by then counts as gone
+# asyncpg waits 60 s by default: longer than a client waits for its answer.
+CONNECT_TIMEOUT_S = 10.0
+
+# Everything the driver raises. Of those, the errors below mean the database cannot be
+# reached now, not that a statement is wrong: refused or reset connections, a server
+# shutting down or starting up, all its connection slots taken.
+_DRIVER_ERRORS = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError,
+                  asyncpg.InternalClientError)
+_UNREACHABLE = (OSError, asyncpg.PostgresConnectionError, asyncpg.AdminShutdownError,
+                asyncpg.CrashShutdownError, asyncpg.CannotConnectNowError,
+                asyncpg.TooManyConnectionsError)
 
 # Versioned migrations: (version, statements). Append only; never edit a released one.
 MIGRATIONS: list[tuple[int, str]] = [(1, """
@@ -165,33 +188,42 @@ class PostgresStore:
         self.node_id = os.urandom(4).hex()
         self.clock_skew_ms = 0
         self.on_remote_ready: Callable[[int, int], None] = lambda queue_id, count: None
+        self.on_remote_missed: Callable[[], None] = lambda: None
         self._pool: asyncpg.Pool | None = None
         self._listener: asyncpg.Connection | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        self._settings = {"search_path": self.schema} if self.schema else {}
+        self._suspect = asyncio.Event()  # a request lost its connection: is the database gone?
+        self._gone_since: float | None = None  # monotonic time the outage was noticed
 
     # --- life cycle --------------------------------------------------------------------
 
     async def open(self) -> PostgresStore:
-        settings = {"search_path": self.schema} if self.schema else {}
         try:
             if self.schema:
-                conn = await asyncpg.connect(self.dsn)
+                conn = await asyncpg.connect(self.dsn, timeout=CONNECT_TIMEOUT_S)
                 await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {_ident(self.schema)}")
                 await conn.close()
-            self._pool = await asyncpg.create_pool(self.dsn, min_size=1, max_size=self.pool_size,
-                                                   server_settings=settings)
+            # min_size=0: asyncpg keeps a floor of connections by reconnecting in the
+            # background, and logs a traceback for each failed try while the database is
+            # down. Connections are made as requests need them instead; _watch follows
+            # the database's health.
+            self._pool = await asyncpg.create_pool(
+                self.dsn, min_size=0, max_size=self.pool_size, timeout=CONNECT_TIMEOUT_S,
+                server_settings=self._settings)
             await self._migrate()
             await self._measure_skew()
-            self._listener = await asyncpg.connect(self.dsn, server_settings=settings)
-            await self._listener.add_listener(self.channel, self._on_notify)
+            self._listener = await self._listen()
         except (OSError, asyncpg.PostgresError) as exc:
             raise StoreError(f"PostgreSQL at {_redact(self.dsn)}: {exc}") from exc
-        self._tasks.append(asyncio.create_task(self._refresh_skew()))
+        self._tasks += [asyncio.create_task(self._refresh_skew()),
+                        asyncio.create_task(self._watch())]
         return self
 
     async def close(self) -> None:
         for task in self._tasks:
             task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
         if self._listener is not None:
             with contextlib.suppress(Exception):
                 await self._listener.close()
@@ -234,6 +266,71 @@ class PostgresStore:
             with contextlib.suppress(Exception):
                 await self._measure_skew()
 
+    # --- the LISTEN connection, and the database's comings and goings ------------------
+
+    async def _listen(self) -> asyncpg.Connection:
+        """A connection subscribed to this store's channel; its loss sets `_suspect`."""
+        conn = await asyncpg.connect(self.dsn, timeout=CONNECT_TIMEOUT_S,
+                                     server_settings=self._settings)
+        try:
+            conn.add_termination_listener(lambda _conn: self._suspect.set())
+            await conn.add_listener(self.channel, self._on_notify)
+        except BaseException:
+            conn.terminate()
+            raise
+        return conn
+
+    async def _watch(self) -> None:
+        """Keep the LISTEN connection up, whatever happens to the database.
+
+        A lost connection is re-established at once, then with back-off; once it is back,
+        every parked long poll is woken, since notifications sent meanwhile were missed.
+        Requests that lose their connection set `_suspect`, so an outage is noticed even
+        before the LISTEN connection's own loss is.
+        """
+        delay_s = RECONNECT_FIRST_S
+        while True:
+            try:
+                if self._listener is None or self._listener.is_closed():
+                    self._listener = await self._listen()
+                    self._suspect.clear()
+                    self._back()
+                    self.on_remote_missed()
+                delay_s = RECONNECT_FIRST_S
+                await self._until_lost(self._listener)
+            except _DRIVER_ERRORS as exc:
+                self._gone(exc)
+                await asyncio.sleep(delay_s)
+                delay_s = min(delay_s * 2, RECONNECT_MAX_S)
+            except Exception:  # a supervisor loop: log and carry on
+                log.exception("watching PostgreSQL at %s failed", _redact(self.dsn))
+                await asyncio.sleep(RECONNECT_MAX_S)
+
+    async def _until_lost(self, listener: asyncpg.Connection) -> None:
+        """Return when `listener` closes; raise if the database stops answering on it."""
+        while not listener.is_closed():
+            await self._suspect.wait()
+            self._suspect.clear()
+            if listener.is_closed():
+                return
+            try:  # a request lost its connection: does the database still answer?
+                await asyncio.wait_for(listener.fetchval("SELECT 1"), PROBE_TIMEOUT_S)
+            except Exception:
+                listener.terminate()
+                raise
+
+    def _gone(self, exc: BaseException) -> None:
+        if self._gone_since is None:
+            self._gone_since = time.monotonic()
+            log.error("PostgreSQL at %s is unreachable (%s); reconnecting", _redact(self.dsn),
+                      exc)
+
+    def _back(self) -> None:
+        if self._gone_since is not None:
+            log.warning("PostgreSQL at %s is reachable again after %.1f s", _redact(self.dsn),
+                        time.monotonic() - self._gone_since)
+            self._gone_since = None
+
     def _on_notify(self, connection: Any, pid: int, channel: str, payload: str) -> None:
         node, queue_id, count = payload.split(":")
         if node != self.node_id:
@@ -253,12 +350,32 @@ class PostgresStore:
 
     @contextlib.asynccontextmanager
     async def _conn(self) -> AsyncIterator[asyncpg.Connection]:
+        """A pooled connection; the driver's errors come out as StoreError, and as
+        StoreUnavailable when there is no connection to be had or it broke under us."""
         assert self._pool is not None, "open() the store first"
         try:
-            async with self._pool.acquire() as conn:
-                yield conn
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-            raise StoreError(f"PostgreSQL: {exc}") from exc
+            conn = await self._pool.acquire()
+        except _DRIVER_ERRORS as exc:
+            raise self._translate(exc, None) from exc
+        try:
+            yield conn
+        except _DRIVER_ERRORS as exc:
+            # InternalClientError: the driver lost track of the connection, as when the
+            # server's goodbye ("terminating connection") came while it sat idle in the pool.
+            if isinstance(exc, asyncpg.InternalClientError):
+                conn.terminate()
+            raise self._translate(exc, conn) from exc
+        finally:
+            try:
+                await self._pool.release(conn)
+            except _DRIVER_ERRORS:  # resetting it failed: the pool drops it, and our work
+                self._suspect.set()  # (if the block succeeded) is done all the same
+
+    def _translate(self, exc: Exception, conn: asyncpg.Connection | None) -> StoreError:
+        if isinstance(exc, _UNREACHABLE) or (conn is not None and _closed(conn)):
+            self._suspect.set()  # _watch finds out whether the database itself is gone
+            return StoreUnavailable(f"PostgreSQL unavailable: {exc}")
+        return StoreError(f"PostgreSQL: {exc}")
 
     @contextlib.asynccontextmanager
     async def _tx(self) -> AsyncIterator[asyncpg.Connection]:
@@ -584,6 +701,13 @@ def _queue(row: Any) -> QueueRecord:
                        attributes=orjson.loads(row["attributes"]),
                        tags=orjson.loads(row["tags"]), created_s=row["created_s"],
                        modified_s=row["modified_s"], purged_s=row["purged_s"])
+
+
+def _closed(conn: asyncpg.Connection) -> bool:
+    try:
+        return conn.is_closed()
+    except asyncpg.InterfaceError:  # the pool took a closed connection back from its proxy
+        return True
 
 
 def _json(value: object) -> str:

@@ -196,6 +196,7 @@ class SqliteStore:
     shared = False  # one process owns the file: caches never go stale
     clock_skew_ms = 0
     on_remote_ready: Callable[[int, int], None] = staticmethod(lambda queue_id, count: None)
+    on_remote_missed: Callable[[], None] = staticmethod(lambda: None)
 
     def __init__(self, data_dir: str | os.PathLike[str]) -> None:
         self.path = Path(data_dir)

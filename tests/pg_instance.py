@@ -1,0 +1,116 @@
+"""A throw-away PostgreSQL server of a test's own, to stop and restart at will.
+
+Never the shared one on 127.0.0.1:5432: this one lives in a temporary directory, on a
+free port, with trust authentication, and is removed afterwards. As root, PostgreSQL's
+tools run as the `postgres` user (PostgreSQL refuses to run as root).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import pwd
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support import free_port
+
+
+def _bin_dir() -> Path | None:
+    """The directory of initdb / pg_ctl: on PATH, else Debian's versioned directory."""
+    found = shutil.which("initdb")
+    if found:
+        return Path(os.path.realpath(found)).parent
+    versions = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+    return Path(versions[-1]).parent if versions else None
+
+
+def _unavailable() -> str | None:
+    """Why an instance cannot be made here, or None."""
+    if _bin_dir() is None:
+        return "initdb not found (install PostgreSQL's server package)"
+    if os.geteuid() == 0:
+        try:
+            pwd.getpwnam("postgres")
+        except KeyError:
+            return "running as root and there is no `postgres` user to run PostgreSQL as"
+        if shutil.which("runuser") is None:
+            return "running as root and runuser is missing"
+    return None
+
+
+def require_own_postgres() -> None:
+    """Skip without PostgreSQL's server tools on a developer's machine; fail in CI."""
+    reason = _unavailable()
+    if reason is None:
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"cannot start a PostgreSQL instance: {reason} (CI must not skip)")
+    pytest.skip(f"cannot start a PostgreSQL instance: {reason}")
+
+
+class PostgresInstance:
+    """initdb + pg_ctl on a temporary directory; `url` names its `postgres` database."""
+
+    def __init__(self) -> None:
+        bin_dir = _bin_dir()
+        assert bin_dir is not None, "call require_own_postgres() first"
+        self.bin_dir = bin_dir
+        self.port = free_port()
+        self.root = Path(tempfile.mkdtemp(prefix="conveyor-pg-"))
+        self.data = self.root / "data"
+        self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+        self._as_postgres = os.geteuid() == 0
+        if self._as_postgres:
+            entry = pwd.getpwnam("postgres")
+            os.chown(self.root, entry.pw_uid, entry.pw_gid)
+
+    def _run(self, tool: str, *args: str) -> None:
+        cmd = [str(self.bin_dir / tool), *args]
+        if self._as_postgres:
+            cmd = ["runuser", "-u", "postgres", "--", *cmd]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
+        if done.returncode != 0:
+            raise RuntimeError(f"{tool} {' '.join(args)} failed: {done.stdout}{done.stderr}")
+
+    def create(self) -> PostgresInstance:
+        # --no-sync and fsync=off: the tests stop it cleanly (a checkpoint), never crash it.
+        self._run("initdb", "-D", str(self.data), "-U", "postgres", "-A", "trust",
+                  "--no-sync", "-E", "UTF8")
+        return self.start()
+
+    def start(self) -> PostgresInstance:
+        options = (f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1"
+                   " -c fsync=off")
+        self._run("pg_ctl", "-D", str(self.data), "-l", str(self.root / "server.log"),
+                  "-o", options, "-w", "-t", "30", "start")
+        return self
+
+    def stop(self) -> None:
+        """Fast shutdown: clients are disconnected, committed work is kept."""
+        self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "-t", "30", "stop")
+
+    def destroy(self) -> None:
+        if (self.data / "postmaster.pid").exists():
+            try:
+                self.stop()
+            except RuntimeError:
+                self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "stop")
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def own_postgres() -> Iterator[PostgresInstance]:
+    """A fresh instance for the block (skipped or failed first if none can be made)."""
+    require_own_postgres()
+    instance = PostgresInstance()
+    try:
+        yield instance.create()
+    finally:
+        instance.destroy()
