@@ -1,4 +1,4 @@
-"""`conveyor server`: options, config file, and the uvicorn process."""
+"""`conveyor server`: options, config file, and the server process."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from conveyor import logs
 from conveyor.clock import Clock
 from conveyor.server.app import App, ServerSettings
 from conveyor.server.config import ConfigError, declare_queues, load, queue_declarations
-from conveyor.server.http import HttpServer
+from conveyor.server.http import REQUEST_TIMEOUT_S, HttpServer
 from conveyor.service import Service
 from conveyor.sqs import shapes
 from conveyor.sqs.limits import MODES
@@ -59,6 +59,11 @@ QUEUE_CACHE_SHARED_S = 1.0  # with several nodes, another node's queue change sh
               "Without any, requests are not authenticated.")
 @click.option("--allow-open", is_flag=True, default=None,
               help="Listen on a non-loopback address without access keys.")
+@click.option("--request-timeout", type=click.FloatRange(0, min_open=True), metavar="SECONDS",
+              envvar="CONVEYOR_REQUEST_TIMEOUT",
+              help="Time a client has to send a whole request once it has begun, else 408; "
+              "a new connection's first byte must come within 10 s or this, if shorter. "
+              "Answers (long polls) are not timed  [default: 30]")
 @click.option("--log-level", type=click.Choice(LOG_LEVELS),
               envvar="CONVEYOR_LOG_LEVEL", help="[default: info]")
 @click.option("--dev-clock-skew", type=float, hidden=True,
@@ -79,7 +84,8 @@ def _settings(config_path: Path | None, options: dict[str, Any]) -> dict[str, An
     merged = {"host": "127.0.0.1", "port": DEFAULT_PORT, "data_dir": "conveyor-data",
               "store": "sqlite", "pool_size": 10,
               "mode": "strict", "account_id": "000000000000", "region": "us-east-1",
-              "log_level": "info", "allow_open": False, **file}
+              "log_level": "info", "allow_open": False, "request_timeout": REQUEST_TIMEOUT_S,
+              **file}
     for key, value in options.items():
         if value not in (None, ()):
             merged[key] = value
@@ -99,6 +105,9 @@ def _settings(config_path: Path | None, options: dict[str, Any]) -> dict[str, An
         raise ConfigError(f"port: expected 0-65535, not {merged['port']}")
     if merged["pool_size"] < 1:
         raise ConfigError(f"pool_size: expected at least 1, not {merged['pool_size']}")
+    if not 0 < merged["request_timeout"] < float("inf"):
+        raise ConfigError(f"request_timeout: expected seconds above 0, not "
+                          f"{merged['request_timeout']}")
     if not keys and not merged["allow_open"] and not _is_loopback(merged["host"]):
         raise ConfigError(
             f"refusing to listen on {merged['host']} without access keys: anyone who can reach "
@@ -143,7 +152,8 @@ async def serve(settings: dict[str, Any]) -> None:
         app = App(service, ServerSettings(settings["account_id"], settings["region"],
                                           settings["access_keys"],
                                           settings.get("dev_clock") or False))
-        http = HttpServer(app.handle, service.limits.max_request_bytes)
+        http = HttpServer(app.handle, service.limits.max_request_bytes,
+                          request_timeout_s=settings["request_timeout"])
         port = await http.start(settings["host"], settings["port"])
         app.start()
         # The SQS model is read from botocore's data once, here rather than in the first

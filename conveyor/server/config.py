@@ -5,6 +5,7 @@ port: 9324
 data_dir: ./conveyor-data
 mode: strict            # or relaxed
 access_keys: {AKIDEXAMPLE: secret}
+request_timeout: 30     # seconds to receive a request once begun (408 after)
 queues:
   - name: jobs-dlq
   - name: jobs
@@ -54,6 +55,7 @@ _SETTINGS: dict[str, tuple[type | tuple[type, ...], str]] = {
     "allow_open": (bool, "true or false"),
     "queues": (list, "a list of queues"),
     "log_level": (str, "debug, info, warning or error"),
+    "request_timeout": ((int, float), "seconds"),
 }
 
 

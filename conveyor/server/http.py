@@ -3,8 +3,9 @@
 Why not uvicorn: every SQS call is one small POST, and the generic ASGI machinery cost
 about 45 µs of CPU per request here, more than the queue work of a batched send. This
 keeps what the API needs: keep-alive, pipelining, Content-Length and chunked bodies,
-`Expect: 100-continue`, size limits with clear errors, and a future that tells a long
-poll its client has gone.
+`Expect: 100-continue`, size limits with clear errors, a future that tells a long
+poll its client has gone, and bounds on what a slow or abusive client can hold: time
+limits for receiving (408).
 """
 
 from __future__ import annotations
@@ -24,6 +25,10 @@ log = logging.getLogger("conveyor.server.http")
 
 MAX_HEADER_BYTES = 64 * 1024  # URL + headers of one request
 IDLE_TIMEOUT_S = 75.0  # close keep-alive connections idle this long (above common LB idle)
+REQUEST_TIMEOUT_S = 30.0  # to receive a request's head and body once its first byte came
+# A new connection's first byte: SDKs write as soon as they connect,
+# so a silent connection this long is a scanner or a slowloris, not a client.
+FIRST_BYTE_TIMEOUT_S = 10.0
 
 
 @dataclass(slots=True)
@@ -49,9 +54,10 @@ class Response:
 Handler = Callable[[Request], Awaitable[Response | None]]
 
 _REASONS = {200: b"OK", 400: b"Bad Request", 401: b"Unauthorized", 403: b"Forbidden",
-            404: b"Not Found", 405: b"Method Not Allowed", 413: b"Payload Too Large",
-            414: b"URI Too Long", 431: b"Request Header Fields Too Large",
-            500: b"Internal Server Error", 503: b"Service Unavailable"}
+            404: b"Not Found", 405: b"Method Not Allowed", 408: b"Request Timeout",
+            413: b"Payload Too Large", 414: b"URI Too Long",
+            431: b"Request Header Fields Too Large", 500: b"Internal Server Error",
+            503: b"Service Unavailable"}
 
 
 class _Connection(asyncio.Protocol):
@@ -64,7 +70,10 @@ class _Connection(asyncio.Protocol):
         self.worker: asyncio.Task[None] | None = None  # one per connection, see _serve
         self.wakeup: asyncio.Future[None] | None = None  # set while the worker is idle
         self._reset()
-        self.last_active = server.loop.time()
+        # Time limits (checked by HttpServer's sweep, never by a timer per request):
+        self.receiving = False  # between a request's first byte and its last
+        self.request_started = 0.0  # when that first byte came
+        self.last_active = server.loop.time()  # connected, or last answer written
 
     def _reset(self) -> None:
         self.url = b""
@@ -80,6 +89,7 @@ class _Connection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
         self.server.connections.add(self)
+        self.last_active = self.server.loop.time()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.server.connections.discard(self)
@@ -100,7 +110,8 @@ class _Connection(asyncio.Protocol):
 
     def on_message_begin(self) -> None:
         self._reset()
-        self.last_active = self.server.loop.time()
+        self.receiving = True
+        self.request_started = self.server.loop.time()
 
     def on_url(self, url: bytes) -> None:
         self.url_bytes += len(url)
@@ -125,6 +136,7 @@ class _Connection(asyncio.Protocol):
             self.body.append(body)
 
     def on_message_complete(self) -> None:
+        self.receiving = False
         if self.header_bytes > MAX_HEADER_BYTES:
             self.rejected = (Response(414, b'{"message":"Request URI too long."}')
                              if self.url_bytes > MAX_HEADER_BYTES else
@@ -201,14 +213,46 @@ class _Connection(asyncio.Protocol):
 
     def close_if_idle(self, idle_s: float = 0.0) -> None:
         quiet = self.server.loop.time() - self.last_active >= idle_s
-        if self.transport and quiet and not self.busy():
+        if quiet and not self.busy():
+            self._drop()
+
+    def enforce_time_limits(self, now: float) -> None:
+        """Answer 408 to a request that is taking too long to arrive; close a connection
+        that stays silent too long, new (first byte) or between requests (keep-alive).
+        A request being answered (a long poll) is not timed: the limit is on receiving."""
+        if self.receiving:
+            if now - self.request_started >= self.server.request_timeout_s:
+                self._time_out()
+        elif not self.busy():
+            # No worker yet means no request yet: a new connection.
+            limit_s = (self.server.first_byte_timeout_s if self.worker is None
+                       else IDLE_TIMEOUT_S)
+            if now - self.last_active >= limit_s:
+                self._drop()
+
+    def _time_out(self) -> None:
+        if self.busy():
+            # An answer to an earlier pipelined request is still due, and a 408 must not
+            # overtake it: close without one (the client stalled mid-request anyway).
+            self._drop()
+        else:
+            self._fail(408, b"Request not received in time.")
+
+    def _drop(self) -> None:
+        """Close without a word: nothing is owed to the client."""
+        if self.transport and not self.transport.is_closing():
             self.transport.close()
 
 
 class HttpServer:
-    def __init__(self, handler: Handler, max_body_bytes: int) -> None:
+    def __init__(self, handler: Handler, max_body_bytes: int, *,
+                 request_timeout_s: float = REQUEST_TIMEOUT_S) -> None:
         self.handler = handler
         self.max_body_bytes = max_body_bytes
+        self.request_timeout_s = request_timeout_s
+        # Never longer than a whole request may take: a short --request-timeout (tests,
+        # or a deliberately strict setup) shortens the wait for the first byte too.
+        self.first_byte_timeout_s = min(FIRST_BYTE_TIMEOUT_S, request_timeout_s)
         self.loop = asyncio.get_running_loop()
         self.connections: set[_Connection] = set()
         self._server: asyncio.Server | None = None
@@ -227,15 +271,18 @@ class HttpServer:
         """Listen; return the port, the one the system picked when `port` is 0."""
         self._server = await self.loop.create_server(lambda: _Connection(self), host, port,
                                                      reuse_address=True, backlog=1024)
-        self._reaper = self.loop.create_task(self._close_idle())
+        self._reaper = self.loop.create_task(self._sweep())
         return self._server.sockets[0].getsockname()[1]
 
-    async def _close_idle(self) -> None:
-        """One sweep for all connections, instead of a timer re-armed on every request."""
+    async def _sweep(self) -> None:
+        """One sweep for all connections, instead of a timer re-armed on every request:
+        a limit is enforced between 1 and 1.25 times its length."""
+        every_s = self.first_byte_timeout_s / 4  # the shortest limit
         while True:
-            await asyncio.sleep(IDLE_TIMEOUT_S / 5)
+            await asyncio.sleep(every_s)
+            now = self.loop.time()
             for connection in list(self.connections):
-                connection.close_if_idle(IDLE_TIMEOUT_S)
+                connection.enforce_time_limits(now)
 
     async def stop(self, grace_s: float = 5.0) -> None:
         """Stop accepting; close idle connections; give busy ones `grace_s` to finish."""

@@ -1,0 +1,142 @@
+"""How long a slow or silent client can hold a connection.
+
+Raw sockets stall at each stage of a request and are timed out (408 once a request has
+begun, a plain close before) while a well-behaved client is served on another connection;
+a long poll is answering, not receiving, so it outlasts the limit. The HTTP layer never
+touches the store, so these servers run on the default one only. Limits are shortened
+with the real flag (`--request-timeout 1`); socket timeouts here only stop a hung test."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import BinaryIO
+
+import pytest
+
+from tests.server.helpers import unique
+from tests.support import ServerProcess, sqs_client
+
+REQUEST_TIMEOUT = "1"  # seconds; the first byte of a new connection gets as long
+HEALTH = b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+GUARD_S = 10  # a socket read that outlasts this means the server never acted
+
+
+@pytest.fixture(scope="module")
+def limits_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    proc = ServerProcess(tmp_path_factory.mktemp("limits"), "--request-timeout",
+                         REQUEST_TIMEOUT).start()
+    yield proc
+    proc.stop()
+
+
+def _connect(server: ServerProcess) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", server.port), timeout=GUARD_S)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
+
+
+def _until_closed(sock: socket.socket) -> bytes:
+    """Everything the server sends until it closes the connection."""
+    received = b""
+    while chunk := sock.recv(65536):
+        received += chunk
+    return received
+
+
+def _status(stream: BinaryIO) -> int:
+    """Read one response off a keep-alive connection; return its status."""
+    status = int(stream.readline().split()[1])
+    length = 0
+    while (line := stream.readline()) not in (b"\r\n", b""):
+        name, _, value = line.decode("latin-1").partition(":")
+        if name.strip().lower() == "content-length":
+            length = int(value)
+    stream.read(length)
+    return status
+
+
+@contextmanager
+def _served_throughout(server: ServerProcess) -> Iterator[None]:
+    """Keep a well-behaved client calling on a connection of its own meanwhile: every one
+    of its calls must succeed."""
+    stop = threading.Event()
+    statuses: list[int] = []
+    errors: list[Exception] = []
+
+    def call() -> None:
+        sqs = sqs_client(server.url)
+        while not stop.is_set():
+            try:
+                statuses.append(sqs.list_queues()["ResponseMetadata"]["HTTPStatusCode"])
+            except Exception as exc:  # collected, and failed on below
+                errors.append(exc)
+            time.sleep(0.02)
+
+    thread = threading.Thread(target=call, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(GUARD_S)
+    assert not errors
+    assert statuses and set(statuses) == {200}
+
+
+# --------------------------------------------------------------------------- time limits
+
+
+@pytest.mark.parametrize(("sent", "answered"), [
+    (b"", False),  # never speaks: closed, with nothing to answer
+    (b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Le", True),
+    (b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-amz-json-1.0\r\n"
+     b"X-Amz-Target: AmazonSQS.ListQueues\r\nContent-Length: 20\r\n\r\n{\"MaxRes", True),
+], ids=["silent", "half-a-head", "half-a-body"])
+def test_a_stalled_client_is_cut_off_while_others_are_served(
+        limits_server: ServerProcess, sent: bytes, answered: bool) -> None:
+    with _served_throughout(limits_server), _connect(limits_server) as sock:
+        sock.sendall(sent)
+        received = _until_closed(sock)
+    if answered:
+        head = received.split(b"\r\n\r\n")[0].split(b"\r\n")
+        assert head[0] == b"HTTP/1.1 408 Request Timeout"
+        assert b"connection: close" in head
+    else:
+        assert received == b""
+
+
+def test_a_keep_alive_connection_may_idle_longer_than_a_new_one(
+        limits_server: ServerProcess) -> None:
+    with _connect(limits_server) as sock, sock.makefile("rb") as stream:
+        sock.sendall(HEALTH)
+        assert _status(stream) == 200
+        time.sleep(2.5)  # past the 1 s limit for a new connection's first byte, and the sweep
+        sock.sendall(HEALTH)
+        assert _status(stream) == 200
+
+
+def test_a_long_poll_outlasts_the_request_timeout(limits_server: ServerProcess) -> None:
+    sqs = sqs_client(limits_server.url)
+    queue = sqs.create_queue(QueueName=unique("poll"))["QueueUrl"]
+    # The limit covers receiving a request; this one is complete and is being answered.
+    answer = sqs.receive_message(QueueUrl=queue, WaitTimeSeconds=3)
+    assert answer["ResponseMetadata"]["HTTPStatusCode"] == 200
+    assert "Messages" not in answer
+
+
+def test_a_stall_behind_a_long_poll_closes_without_overtaking_its_answer(
+        limits_server: ServerProcess) -> None:
+    queue = sqs_client(limits_server.url).create_queue(QueueName=unique("behind"))["QueueUrl"]
+    poll = json.dumps({"QueueUrl": queue, "WaitTimeSeconds": 5}).encode()
+    with _connect(limits_server) as sock:
+        sock.sendall(b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Amz-Target: "
+                     b"AmazonSQS.ReceiveMessage\r\nContent-Type: application/x-amz-json-1.0\r\n"
+                     b"Content-Length: %d\r\n\r\n%s" % (len(poll), poll)
+                     + b"POST / HTTP/1.1\r\nHo")  # a second request, pipelined, stalls
+        # A 408 now would read as the long poll's answer: the connection closes instead.
+        assert _until_closed(sock) == b""
