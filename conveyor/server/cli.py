@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import gc
 import ipaddress
@@ -18,7 +19,7 @@ from conveyor import logs
 from conveyor.clock import Clock
 from conveyor.server.app import App, ServerSettings
 from conveyor.server.config import ConfigError, declare_queues, load, queue_declarations
-from conveyor.server.http import REQUEST_TIMEOUT_S, HttpServer
+from conveyor.server.http import MAX_CONNECTIONS, REQUEST_TIMEOUT_S, HttpServer
 from conveyor.service import Service
 from conveyor.sqs import shapes
 from conveyor.sqs.limits import MODES
@@ -30,6 +31,9 @@ log = logging.getLogger("conveyor.server")
 DEFAULT_PORT = 9324  # ElasticMQ's port: existing local-SQS setups point here already
 LOG_LEVELS = ("debug", "info", "warning", "error")
 QUEUE_CACHE_SHARED_S = 1.0  # with several nodes, another node's queue change shows within this
+# File descriptors kept for other than client connections: the store's files, the log, the
+# event loop's own; PostgreSQL connections (--pool-size) come on top.
+FD_RESERVE = 64
 
 
 @click.command("server")
@@ -64,6 +68,9 @@ QUEUE_CACHE_SHARED_S = 1.0  # with several nodes, another node's queue change sh
               help="Time a client has to send a whole request once it has begun, else 408; "
               "a new connection's first byte must come within 10 s or this, if shorter. "
               "Answers (long polls) are not timed  [default: 30]")
+@click.option("--max-connections", type=click.IntRange(1), envvar="CONVEYOR_MAX_CONNECTIONS",
+              help="Open connections beyond which new ones are closed at once (lowered to "
+              f"what the open-files limit allows)  [default: {MAX_CONNECTIONS}]")
 @click.option("--log-level", type=click.Choice(LOG_LEVELS),
               envvar="CONVEYOR_LOG_LEVEL", help="[default: info]")
 @click.option("--dev-clock-skew", type=float, hidden=True,
@@ -85,7 +92,7 @@ def _settings(config_path: Path | None, options: dict[str, Any]) -> dict[str, An
               "store": "sqlite", "pool_size": 10,
               "mode": "strict", "account_id": "000000000000", "region": "us-east-1",
               "log_level": "info", "allow_open": False, "request_timeout": REQUEST_TIMEOUT_S,
-              **file}
+              "max_connections": MAX_CONNECTIONS, **file}
     for key, value in options.items():
         if value not in (None, ()):
             merged[key] = value
@@ -108,6 +115,9 @@ def _settings(config_path: Path | None, options: dict[str, Any]) -> dict[str, An
     if not 0 < merged["request_timeout"] < float("inf"):
         raise ConfigError(f"request_timeout: expected seconds above 0, not "
                           f"{merged['request_timeout']}")
+    if merged["max_connections"] < 1:
+        raise ConfigError(f"max_connections: expected at least 1, not "
+                          f"{merged['max_connections']}")
     if not keys and not merged["allow_open"] and not _is_loopback(merged["host"]):
         raise ConfigError(
             f"refusing to listen on {merged['host']} without access keys: anyone who can reach "
@@ -141,6 +151,8 @@ def run(settings: dict[str, Any]) -> None:
 
 async def serve(settings: dict[str, Any]) -> None:
     """Open the store, declare queues, listen until SIGTERM / SIGINT, then drain."""
+    max_connections = connection_cap(settings["max_connections"],
+                                     FD_RESERVE + settings["pool_size"])
     clock = Clock(settings.get("dev_clock_skew") or 0.0)
     store = await open_store(settings, clock)
     clock.skew_ms = store.clock_skew_ms
@@ -153,7 +165,8 @@ async def serve(settings: dict[str, Any]) -> None:
                                           settings["access_keys"],
                                           settings.get("dev_clock") or False))
         http = HttpServer(app.handle, service.limits.max_request_bytes,
-                          request_timeout_s=settings["request_timeout"])
+                          request_timeout_s=settings["request_timeout"],
+                          max_connections=max_connections)
         port = await http.start(settings["host"], settings["port"])
         app.start()
         # The SQS model is read from botocore's data once, here rather than in the first
@@ -177,6 +190,29 @@ async def serve(settings: dict[str, Any]) -> None:
         await http.stop()
     finally:
         await store.close()
+
+
+def connection_cap(wanted: int, reserve: int) -> int:
+    """`wanted`, if the process may open that many files plus `reserve` (raising its soft
+    limit toward the hard one when needed, as Go programs do); else what fits, with a
+    warning, so the server refuses connections cleanly rather than failing to accept."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - no RLIMIT_NOFILE on Windows
+        return wanted
+    need = wanted + reserve
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < need:
+        raised = need if hard == resource.RLIM_INFINITY else min(need, hard)
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
+            soft = raised
+    if soft == resource.RLIM_INFINITY or soft >= need:
+        return wanted
+    cap = max(1, soft - reserve)
+    log.warning("max_connections lowered from %d to %d: the process may open %d files "
+                "(raise `ulimit -n` for more)", wanted, cap, soft)
+    return cap
 
 
 async def open_store(settings: dict[str, Any], clock: Clock) -> Store:

@@ -6,6 +6,7 @@ data_dir: ./conveyor-data
 mode: strict            # or relaxed
 access_keys: {AKIDEXAMPLE: secret}
 request_timeout: 30     # seconds to receive a request once begun (408 after)
+max_connections: 10000
 queues:
   - name: jobs-dlq
   - name: jobs
@@ -56,6 +57,7 @@ _SETTINGS: dict[str, tuple[type | tuple[type, ...], str]] = {
     "queues": (list, "a list of queues"),
     "log_level": (str, "debug, info, warning or error"),
     "request_timeout": ((int, float), "seconds"),
+    "max_connections": (int, "a number of connections"),
 }
 
 

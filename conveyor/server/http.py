@@ -5,7 +5,7 @@ about 45 µs of CPU per request here, more than the queue work of a batched send
 keeps what the API needs: keep-alive, pipelining, Content-Length and chunked bodies,
 `Expect: 100-continue`, size limits with clear errors, a future that tells a long
 poll its client has gone, and bounds on what a slow or abusive client can hold: time
-limits for receiving (408).
+limits for receiving (408) and a connection cap.
 """
 
 from __future__ import annotations
@@ -29,6 +29,10 @@ REQUEST_TIMEOUT_S = 30.0  # to receive a request's head and body once its first 
 # A new connection's first byte: SDKs write as soon as they connect,
 # so a silent connection this long is a scanner or a slowloris, not a client.
 FIRST_BYTE_TIMEOUT_S = 10.0
+# Open connections beyond which new ones are closed at accept: each costs a descriptor
+# and a few KiB, and 10,000 is far above what a fleet of workers and producers opens.
+MAX_CONNECTIONS = 10_000
+CAP_WARNING_EVERY_S = 60.0  # log the cap being hit once a minute, not per connection
 
 
 @dataclass(slots=True)
@@ -88,6 +92,9 @@ class _Connection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
+        if len(self.server.connections) >= self.server.max_connections:
+            self.server.refused(self.transport)
+            return
         self.server.connections.add(self)
         self.last_active = self.server.loop.time()
 
@@ -246,19 +253,23 @@ class _Connection(asyncio.Protocol):
 
 class HttpServer:
     def __init__(self, handler: Handler, max_body_bytes: int, *,
-                 request_timeout_s: float = REQUEST_TIMEOUT_S) -> None:
+                 request_timeout_s: float = REQUEST_TIMEOUT_S,
+                 max_connections: int = MAX_CONNECTIONS) -> None:
         self.handler = handler
         self.max_body_bytes = max_body_bytes
         self.request_timeout_s = request_timeout_s
         # Never longer than a whole request may take: a short --request-timeout (tests,
         # or a deliberately strict setup) shortens the wait for the first byte too.
         self.first_byte_timeout_s = min(FIRST_BYTE_TIMEOUT_S, request_timeout_s)
+        self.max_connections = max_connections
         self.loop = asyncio.get_running_loop()
         self.connections: set[_Connection] = set()
         self._server: asyncio.Server | None = None
         self._reaper: asyncio.Task[None] | None = None
         self._date = b""
         self._date_at = 0.0
+        self._refused = 0  # connections refused at the cap since the last warning
+        self._warned_at = float("-inf")
 
     def date(self) -> bytes:
         now = self.loop.time()
@@ -283,6 +294,16 @@ class HttpServer:
             now = self.loop.time()
             for connection in list(self.connections):
                 connection.enforce_time_limits(now)
+
+    def refused(self, transport: asyncio.Transport) -> None:
+        """Close a connection over the cap at once, warning now and then, not each time."""
+        transport.abort()
+        self._refused += 1
+        now = self.loop.time()
+        if now - self._warned_at >= CAP_WARNING_EVERY_S:
+            log.warning("%d connections open, the --max-connections limit: refusing new ones "
+                        "(%d since the last warning)", len(self.connections), self._refused)
+            self._warned_at, self._refused = now, 0
 
     async def stop(self, grace_s: float = 5.0) -> None:
         """Stop accepting; close idle connections; give busy ones `grace_s` to finish."""

@@ -1,10 +1,11 @@
-"""How long a slow or silent client can hold a connection.
+"""What a slow, silent or greedy client can hold of the server.
 
 Raw sockets stall at each stage of a request and are timed out (408 once a request has
 begun, a plain close before) while a well-behaved client is served on another connection;
-a long poll is answering, not receiving, so it outlasts the limit. The HTTP layer never
-touches the store, so these servers run on the default one only. Limits are shortened
-with the real flag (`--request-timeout 1`); socket timeouts here only stop a hung test."""
+a long poll is answering, not receiving, so it outlasts the limit; connections over the
+cap are closed at once. The HTTP layer never touches the store, so these servers run on
+the default one only. Limits are shortened with the real flags (`--request-timeout 1`);
+socket timeouts here only stop a hung test."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import BinaryIO
 
 import pytest
@@ -140,3 +142,67 @@ def test_a_stall_behind_a_long_poll_closes_without_overtaking_its_answer(
                      + b"POST / HTTP/1.1\r\nHo")  # a second request, pipelined, stalls
         # A 408 now would read as the long poll's answer: the connection closes instead.
         assert _until_closed(sock) == b""
+
+
+# --------------------------------------------------------------------------- connection cap
+
+
+def _refused(server: ServerProcess) -> bool:
+    """Whether a new connection is closed without an answer to its request."""
+    with _connect(server) as sock:
+        try:
+            sock.sendall(HEALTH.replace(b"\r\n\r\n", b"\r\nConnection: close\r\n\r\n"))
+            return _until_closed(sock) == b""
+        except ConnectionError:  # closed before the request was read: a reset
+            return True
+
+
+def test_connections_over_the_cap_are_refused_until_some_close(tmp_path: Path) -> None:
+    server = ServerProcess(tmp_path, "--max-connections", "5").start()
+    held: list[tuple[socket.socket, BinaryIO]] = []
+    try:
+        while len(held) < 10:
+            sock = _connect(server)
+            stream = sock.makefile("rb")
+            try:
+                sock.sendall(HEALTH)
+                served = bool(stream.peek(1))  # b"" once closed
+            except ConnectionError:  # closed before the request was read: a reset
+                served = False
+            if not served:
+                stream.close()
+                sock.close()
+                break
+            assert _status(stream) == 200
+            held.append((sock, stream))
+        assert len(held) == 5
+        assert all(_refused(server) for _ in range(3))
+        for sock, stream in held:  # the connections it has are served as before
+            sock.sendall(HEALTH)
+            assert _status(stream) == 200
+
+        sock, stream = held.pop()
+        stream.close()
+        sock.close()
+        # The server notices the close on its next turn; a new connection is then served.
+        for _ in range(50):
+            if not _refused(server):
+                break
+            time.sleep(0.1)
+        else:
+            pytest.fail("the server kept refusing connections after one closed")
+        assert server.log().count("--max-connections limit") == 1  # not once per refusal
+    finally:
+        for sock, stream in held:
+            stream.close()
+            sock.close()
+        server.stop()
+
+
+def test_a_cap_above_the_open_files_limit_is_lowered_with_a_warning(tmp_path: Path) -> None:
+    server = ServerProcess(tmp_path, "--max-connections", "1000000000").start()
+    try:
+        assert "max_connections lowered from 1000000000 to " in server.log()
+        assert sqs_client(server.url).list_queues()["ResponseMetadata"]["HTTPStatusCode"] == 200
+    finally:
+        server.stop()
