@@ -9,6 +9,7 @@ import gc
 import ipaddress
 import logging
 import signal
+import ssl
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
@@ -71,6 +72,10 @@ FD_RESERVE = 64
 @click.option("--max-connections", type=click.IntRange(1), envvar="CONVEYOR_MAX_CONNECTIONS",
               help="Open connections beyond which new ones are closed at once (lowered to "
               f"what the open-files limit allows)  [default: {MAX_CONNECTIONS}]")
+@click.option("--tls-cert", metavar="PATH", envvar="CONVEYOR_TLS_CERT",
+              help="Serve HTTPS with this PEM certificate (chain).")
+@click.option("--tls-key", metavar="PATH", envvar="CONVEYOR_TLS_KEY",
+              help="The certificate's PEM private key, unencrypted  [default: in --tls-cert]")
 @click.option("--log-level", type=click.Choice(LOG_LEVELS),
               envvar="CONVEYOR_LOG_LEVEL", help="[default: info]")
 @click.option("--dev-clock-skew", type=float, hidden=True,
@@ -118,6 +123,8 @@ def _settings(config_path: Path | None, options: dict[str, Any]) -> dict[str, An
     if merged["max_connections"] < 1:
         raise ConfigError(f"max_connections: expected at least 1, not "
                           f"{merged['max_connections']}")
+    if merged.get("tls_key") and not merged.get("tls_cert"):
+        raise ConfigError("tls_key without tls_cert: give the certificate too")
     if not keys and not merged["allow_open"] and not _is_loopback(merged["host"]):
         raise ConfigError(
             f"refusing to listen on {merged['host']} without access keys: anyone who can reach "
@@ -151,6 +158,8 @@ def run(settings: dict[str, Any]) -> None:
 
 async def serve(settings: dict[str, Any]) -> None:
     """Open the store, declare queues, listen until SIGTERM / SIGINT, then drain."""
+    tls = tls_context(settings["tls_cert"], settings.get("tls_key")) if settings.get(
+        "tls_cert") else None
     max_connections = connection_cap(settings["max_connections"],
                                      FD_RESERVE + settings["pool_size"])
     clock = Clock(settings.get("dev_clock_skew") or 0.0)
@@ -166,7 +175,7 @@ async def serve(settings: dict[str, Any]) -> None:
                                           settings.get("dev_clock") or False))
         http = HttpServer(app.handle, service.limits.max_request_bytes,
                           request_timeout_s=settings["request_timeout"],
-                          max_connections=max_connections)
+                          max_connections=max_connections, tls=tls)
         port = await http.start(settings["host"], settings["port"])
         app.start()
         # The SQS model is read from botocore's data once, here rather than in the first
@@ -178,8 +187,8 @@ async def serve(settings: dict[str, Any]) -> None:
         gc.set_threshold(50_000, 20, 20)
         where = (Path(settings["data_dir"]).resolve() if settings["store"] == "sqlite"
                  else "postgresql")
-        log.info("Conveyor listening on http://%s:%s (store: %s, mode: %s); console at "
-                 "/console", settings["host"], port, where, settings["mode"])
+        log.info("Conveyor listening on %s://%s:%s (store: %s, mode: %s); console at "
+                 "/console", http.scheme, settings["host"], port, where, settings["mode"])
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
@@ -190,6 +199,29 @@ async def serve(settings: dict[str, Any]) -> None:
         await http.stop()
     finally:
         await store.close()
+
+
+def tls_context(cert: str, key: str | None) -> ssl.SSLContext:
+    """A server context from PEM files (the key may sit in the certificate's file); any
+    problem with them is a ConfigError naming the file, found before the server starts."""
+    for option, path in (("--tls-cert", cert), ("--tls-key", key)):
+        if path is not None and not Path(path).is_file():
+            raise ConfigError(f"{option} {path}: no such file")
+
+    def encrypted() -> str:  # called for an encrypted key; OpenSSL would prompt on the tty
+        raise ConfigError(f"--tls-key {key or cert}: the private key is encrypted; give an "
+                          "unencrypted one (readable by this user only)")
+
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)  # TLS 1.2 and later, modern ciphers
+    context.set_alpn_protocols(["http/1.1"])  # so a client offering h2 knows not to use it
+    try:
+        context.load_cert_chain(cert, key, password=encrypted)
+    except (OSError, ssl.SSLError) as exc:
+        detail = getattr(exc, "reason", None) or exc
+        hint = "" if key else "; without --tls-key the key must be in the certificate's file"
+        raise ConfigError(f"--tls-cert {cert}, --tls-key {key or cert}: not a PEM "
+                          f"certificate and its private key ({detail}){hint}") from None
+    return context
 
 
 def connection_cap(wanted: int, reserve: int) -> int:

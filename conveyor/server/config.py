@@ -7,6 +7,8 @@ mode: strict            # or relaxed
 access_keys: {AKIDEXAMPLE: secret}
 request_timeout: 30     # seconds to receive a request once begun (408 after)
 max_connections: 10000
+# tls_cert: /etc/conveyor/cert.pem   # serve HTTPS
+# tls_key: /etc/conveyor/key.pem     # default: the key inside tls_cert
 queues:
   - name: jobs-dlq
   - name: jobs
@@ -58,6 +60,8 @@ _SETTINGS: dict[str, tuple[type | tuple[type, ...], str]] = {
     "log_level": (str, "debug, info, warning or error"),
     "request_timeout": ((int, float), "seconds"),
     "max_connections": (int, "a number of connections"),
+    "tls_cert": (str, "a PEM certificate file"),
+    "tls_key": (str, "a PEM private key file"),
 }
 
 

@@ -5,7 +5,7 @@ about 45 µs of CPU per request here, more than the queue work of a batched send
 keeps what the API needs: keep-alive, pipelining, Content-Length and chunked bodies,
 `Expect: 100-continue`, size limits with clear errors, a future that tells a long
 poll its client has gone, and bounds on what a slow or abusive client can hold: time
-limits for receiving (408) and a connection cap.
+limits for receiving (408), a connection cap, and optional TLS.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -26,13 +27,16 @@ log = logging.getLogger("conveyor.server.http")
 MAX_HEADER_BYTES = 64 * 1024  # URL + headers of one request
 IDLE_TIMEOUT_S = 75.0  # close keep-alive connections idle this long (above common LB idle)
 REQUEST_TIMEOUT_S = 30.0  # to receive a request's head and body once its first byte came
-# A new connection's first byte: SDKs write as soon as they connect,
+# A new connection's first byte (or TLS handshake): SDKs write as soon as they connect,
 # so a silent connection this long is a scanner or a slowloris, not a client.
 FIRST_BYTE_TIMEOUT_S = 10.0
 # Open connections beyond which new ones are closed at accept: each costs a descriptor
 # and a few KiB, and 10,000 is far above what a fleet of workers and producers opens.
 MAX_CONNECTIONS = 10_000
 CAP_WARNING_EVERY_S = 60.0  # log the cap being hit once a minute, not per connection
+# A TLS connection being closed waits this long for its last bytes to drain and for the
+# client's close_notify; asyncio's default, 30 s, kept closed connections' sockets open.
+TLS_SHUTDOWN_TIMEOUT_S = 5.0
 
 
 @dataclass(slots=True)
@@ -154,7 +158,7 @@ class _Connection(asyncio.Protocol):
         request = Request(self.parser.get_method().decode("ascii", "replace"),
                           url.path.decode("latin-1"), url.query or b"", self.headers,
                           b"" if too_large else b"".join(self.body), self.gone,
-                          body_too_large=too_large)
+                          self.server.scheme, too_large)
         if self.rejected:
             request.method = "REJECTED"
         self.pending.append((request, self.parser.should_keep_alive()))
@@ -246,15 +250,21 @@ class _Connection(asyncio.Protocol):
             self._fail(408, b"Request not received in time.")
 
     def _drop(self) -> None:
-        """Close without a word: nothing is owed to the client."""
-        if self.transport and not self.transport.is_closing():
+        """Close without a word. Once all that was written has gone, abort: a TLS close
+        would wait for a close_notify that a client idling in its pool never sends."""
+        if self.transport is None or self.transport.is_closing():
+            return
+        if self.transport.get_write_buffer_size():
             self.transport.close()
+        else:
+            self.transport.abort()
 
 
 class HttpServer:
     def __init__(self, handler: Handler, max_body_bytes: int, *,
                  request_timeout_s: float = REQUEST_TIMEOUT_S,
-                 max_connections: int = MAX_CONNECTIONS) -> None:
+                 max_connections: int = MAX_CONNECTIONS,
+                 tls: ssl.SSLContext | None = None) -> None:
         self.handler = handler
         self.max_body_bytes = max_body_bytes
         self.request_timeout_s = request_timeout_s
@@ -262,6 +272,8 @@ class HttpServer:
         # or a deliberately strict setup) shortens the wait for the first byte too.
         self.first_byte_timeout_s = min(FIRST_BYTE_TIMEOUT_S, request_timeout_s)
         self.max_connections = max_connections
+        self.tls = tls
+        self.scheme = "https" if tls else "http"
         self.loop = asyncio.get_running_loop()
         self.connections: set[_Connection] = set()
         self._server: asyncio.Server | None = None
@@ -280,8 +292,12 @@ class HttpServer:
 
     async def start(self, host: str, port: int) -> int:
         """Listen; return the port, the one the system picked when `port` is 0."""
-        self._server = await self.loop.create_server(lambda: _Connection(self), host, port,
-                                                     reuse_address=True, backlog=1024)
+        self._server = await self.loop.create_server(
+            lambda: _Connection(self), host, port, reuse_address=True, backlog=1024,
+            ssl=self.tls,
+            # A handshake gets no longer than a plain connection's first byte.
+            ssl_handshake_timeout=self.first_byte_timeout_s if self.tls else None,
+            ssl_shutdown_timeout=TLS_SHUTDOWN_TIMEOUT_S if self.tls else None)
         self._reaper = self.loop.create_task(self._sweep())
         return self._server.sockets[0].getsockname()[1]
 

@@ -1,16 +1,20 @@
-"""What a slow, silent or greedy client can hold of the server.
+"""What a slow, silent or greedy client can hold of the server, and HTTPS.
 
 Raw sockets stall at each stage of a request and are timed out (408 once a request has
 begun, a plain close before) while a well-behaved client is served on another connection;
 a long poll is answering, not receiving, so it outlasts the limit; connections over the
-cap are closed at once. The HTTP layer never touches the store, so these servers run on
-the default one only. Limits are shortened with the real flags (`--request-timeout 1`);
-socket timeouts here only stop a hung test."""
+cap are closed at once; `--tls-cert` serves HTTPS. The HTTP layer never touches the store,
+so these servers run on the default one only. Limits are shortened with the real flags
+(`--request-timeout 1`); socket timeouts here only stop a hung test."""
 
 from __future__ import annotations
 
+import datetime
+import ipaddress
 import json
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -18,7 +22,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
+import boto3
 import pytest
+from botocore.config import Config
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
 from tests.server.helpers import unique
 from tests.support import ServerProcess, sqs_client
@@ -206,3 +216,80 @@ def test_a_cap_above_the_open_files_limit_is_lowered_with_a_warning(tmp_path: Pa
         assert sqs_client(server.url).list_queues()["ResponseMetadata"]["HTTPStatusCode"] == 200
     finally:
         server.stop()
+
+
+# --------------------------------------------------------------------------- TLS
+
+
+@pytest.fixture(scope="module")
+def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 and its key, as PEM files."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "conveyor test")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(hours=1))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([
+                x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]),
+                critical=False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256()))
+    directory = tmp_path_factory.mktemp("tls")
+    cert_path, key_path = directory / "cert.pem", directory / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                           serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    (directory / "encrypted.pem").write_bytes(key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.BestAvailableEncryption(b"secret")))
+    return cert_path, key_path
+
+
+def test_https_with_the_servers_own_certificate(tmp_path: Path,
+                                                certificate: tuple[Path, Path]) -> None:
+    cert, key = certificate
+    server = ServerProcess(tmp_path, "--tls-cert", str(cert), "--tls-key", str(key),
+                           "--request-timeout", REQUEST_TIMEOUT).start()
+    try:
+        assert f"listening on https://127.0.0.1:{server.port}" in server.log()
+        sqs = boto3.client("sqs", endpoint_url=server.url, region_name="us-east-1",
+                           aws_access_key_id="test", aws_secret_access_key="test",
+                           verify=str(cert), config=Config(retries={"max_attempts": 1}))
+        queue = sqs.create_queue(QueueName=unique("tls"))["QueueUrl"]
+        assert queue.startswith(f"https://127.0.0.1:{server.port}/")
+        sqs.send_message(QueueUrl=queue, MessageBody="sealed")
+        messages = sqs.receive_message(QueueUrl=queue, WaitTimeSeconds=1)["Messages"]
+        assert [m["Body"] for m in messages] == ["sealed"]
+        # A connection that never begins its handshake is closed like a silent one.
+        with _connect(server) as sock:
+            assert _until_closed(sock) == b""
+    finally:
+        server.stop()
+
+
+def _start_error(*args: str) -> str:
+    """Run `conveyor server ARGS`, expect it to stop at once with an error; return stderr."""
+    done = subprocess.run([sys.executable, "-m", "conveyor", "server", "--port", "0", *args],
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode != 0
+    assert "Traceback" not in done.stderr
+    return done.stderr
+
+
+def test_bad_tls_files_stop_the_start_with_a_clear_error(
+        tmp_path: Path, certificate: tuple[Path, Path]) -> None:
+    cert, key = certificate
+    data = ("--data-dir", str(tmp_path / "data"))
+    missing = tmp_path / "missing.pem"
+    assert f"--tls-key {missing}: no such file" in _start_error(
+        *data, "--tls-cert", str(cert), "--tls-key", str(missing))
+    assert "not a PEM certificate and its private key" in _start_error(
+        *data, "--tls-cert", str(key), "--tls-key", str(key))
+    assert "not a PEM certificate and its private key" in _start_error(
+        *data, "--tls-cert", str(cert))  # no key in the certificate's file
+    assert "private key is encrypted" in _start_error(
+        *data, "--tls-cert", str(cert), "--tls-key", str(cert.parent / "encrypted.pem"))
+    assert "tls_key without tls_cert" in _start_error(*data, "--tls-key", str(key))
