@@ -293,3 +293,40 @@ def test_bad_tls_files_stop_the_start_with_a_clear_error(
     assert "private key is encrypted" in _start_error(
         *data, "--tls-cert", str(cert), "--tls-key", str(cert.parent / "encrypted.pem"))
     assert "tls_key without tls_cert" in _start_error(*data, "--tls-key", str(key))
+
+
+# --------------------------------------------------------------------------- config file
+
+
+def test_the_limits_come_from_the_config_file_too(tmp_path: Path) -> None:
+    config = tmp_path / "conveyor.yaml"
+    config.write_text("request_timeout: 1\nmax_connections: 2\n")
+    server = ServerProcess(tmp_path / "data", "--config", str(config)).start()
+    try:
+        with _connect(server) as stalled, _connect(server) as held:
+            held.sendall(HEALTH)
+            stalled.sendall(b"GET /health HTTP/1.1\r\n")
+            assert _until_closed(stalled).startswith(b"HTTP/1.1 408 ")
+        assert "--max-connections limit" not in server.log()
+        with _connect(server) as one, _connect(server) as two:
+            for sock in (one, two):
+                sock.sendall(HEALTH)
+                with sock.makefile("rb") as stream:
+                    assert _status(stream) == 200
+            assert _refused(server)
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize(("text", "error"), [
+    ("request_timeout: soon\n", "request_timeout: expected seconds, not 'soon'"),
+    ("request_timeout: 0\n", "request_timeout: expected seconds above 0, not 0"),
+    ("max_connections: 0\n", "max_connections: expected at least 1, not 0"),
+    ("max_connections: 1.5\n", "max_connections: expected a number of connections"),
+    ("tls_cert: /nonexistent/cert.pem\n", "--tls-cert /nonexistent/cert.pem: no such file"),
+])
+def test_bad_limits_in_the_config_file_are_explained(tmp_path: Path, text: str,
+                                                     error: str) -> None:
+    config = tmp_path / "conveyor.yaml"
+    config.write_text(text)
+    assert error in _start_error("--data-dir", str(tmp_path / "data"), "--config", str(config))
