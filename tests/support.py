@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -78,13 +79,16 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def wait_http(url: str, timeout_s: float = 15.0, proc: subprocess.Popen | None = None) -> None:
+def wait_http(url: str, timeout_s: float = 15.0, proc: subprocess.Popen | None = None,
+              cafile: str | None = None) -> None:
+    """Wait for `url` to answer 200; `cafile` verifies an https server's certificate."""
+    context = ssl.create_default_context(cafile=cafile) if cafile else None
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
             raise RuntimeError(f"process exited with {proc.returncode} before {url} answered")
         try:
-            with urllib.request.urlopen(url, timeout=1) as resp:
+            with urllib.request.urlopen(url, timeout=1, context=context) as resp:
                 if resp.status == 200:
                     return
         except OSError:
@@ -105,8 +109,13 @@ class ServerProcess:
         self.log_path = data_dir / f"server-{self.port}.log"
 
     @property
+    def tls_cert(self) -> str | None:
+        """The certificate the server serves HTTPS with (`--tls-cert`), if any."""
+        return self.args[self.args.index("--tls-cert") + 1] if "--tls-cert" in self.args else None
+
+    @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.tls_cert else 'http'}://127.0.0.1:{self.port}"
 
     def start(self) -> ServerProcess:
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -114,7 +123,7 @@ class ServerProcess:
         cmd = [sys.executable, "-m", "conveyor", "server", "--port", str(self.port),
                "--data-dir", str(self.data_dir), *self.args]
         self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=self.env)
-        wait_http(self.url + "/health", proc=self.proc)
+        wait_http(self.url + "/health", proc=self.proc, cafile=self.tls_cert)
         return self
 
     def kill(self) -> None:

@@ -1,14 +1,16 @@
-"""`conveyor server`: options, config file, and the uvicorn process."""
+"""`conveyor server`: options, config file, and the server process."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import gc
 import ipaddress
 import logging
 import re
 import signal
+import ssl
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
@@ -21,7 +23,7 @@ from conveyor.server.access import AccessKey
 from conveyor.server.app import App, ServerSettings
 from conveyor.server.config import ConfigError, declare_queues, load, queue_declarations
 from conveyor.server.console_auth import DEFAULT_SESSION_S
-from conveyor.server.http import HttpServer
+from conveyor.server.http import MAX_CONNECTIONS, REQUEST_TIMEOUT_S, HttpServer
 from conveyor.service import Service
 from conveyor.sqs import shapes
 from conveyor.sqs.limits import MODES
@@ -36,6 +38,9 @@ QUEUE_CACHE_SHARED_S = 1.0  # with several nodes, another node's queue change sh
 OPERATOR_MAX_BODY_BYTES = 64 * 1024  # the metrics listener takes GETs only
 # RFC 6750 §2.1: what a bearer token may contain (b64token), so it fits the header as is.
 BEARER_TOKEN = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
+# File descriptors kept for other than client connections: the store's files, the log, the
+# event loop's own; PostgreSQL connections (--pool-size) come on top.
+FD_RESERVE = 64
 
 
 @click.command("server")
@@ -72,6 +77,18 @@ BEARER_TOKEN = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
               help="Serve /metrics (and /health) on 127.0.0.1:PORT only, no longer on --port.")
 @click.option("--console-session-hours", type=float, envvar="CONVEYOR_CONSOLE_SESSION_HOURS",
               help=f"How long a console sign-in lasts  [default: {DEFAULT_SESSION_S // 3600}]")
+@click.option("--request-timeout", type=click.FloatRange(0, min_open=True), metavar="SECONDS",
+              envvar="CONVEYOR_REQUEST_TIMEOUT",
+              help="Time a client has to send a whole request once it has begun, else 408; "
+              "a new connection's first byte must come within 10 s or this, if shorter. "
+              "Answers (long polls) are not timed  [default: 30]")
+@click.option("--max-connections", type=click.IntRange(1), envvar="CONVEYOR_MAX_CONNECTIONS",
+              help="Open connections beyond which new ones are closed at once (lowered to "
+              f"what the open-files limit allows)  [default: {MAX_CONNECTIONS}]")
+@click.option("--tls-cert", metavar="PATH", envvar="CONVEYOR_TLS_CERT",
+              help="Serve HTTPS with this PEM certificate (chain).")
+@click.option("--tls-key", metavar="PATH", envvar="CONVEYOR_TLS_KEY",
+              help="The certificate's PEM private key, unencrypted  [default: in --tls-cert]")
 @click.option("--log-level", type=click.Choice(LOG_LEVELS),
               envvar="CONVEYOR_LOG_LEVEL", help="[default: info]")
 @click.option("--dev-clock-skew", type=float, hidden=True,
@@ -93,7 +110,8 @@ def _settings(config_path: Path | None, options: dict[str, Any]) -> dict[str, An
               "store": "sqlite", "pool_size": 10,
               "mode": "strict", "account_id": "000000000000", "region": "us-east-1",
               "log_level": "info", "allow_open": False, "metrics_token": "",
-              "metrics_port": None, "console_session_hours": DEFAULT_SESSION_S / 3600, **file}
+              "metrics_port": None, "console_session_hours": DEFAULT_SESSION_S / 3600,
+              "request_timeout": REQUEST_TIMEOUT_S, "max_connections": MAX_CONNECTIONS, **file}
     for key, value in options.items():
         if value not in (None, ()):
             merged[key] = value
@@ -119,6 +137,14 @@ def _settings(config_path: Path | None, options: dict[str, Any]) -> dict[str, An
                           f"not {merged['console_session_hours']}")
     if merged["pool_size"] < 1:
         raise ConfigError(f"pool_size: expected at least 1, not {merged['pool_size']}")
+    if not 0 < merged["request_timeout"] < float("inf"):
+        raise ConfigError(f"request_timeout: expected seconds above 0, not "
+                          f"{merged['request_timeout']}")
+    if merged["max_connections"] < 1:
+        raise ConfigError(f"max_connections: expected at least 1, not "
+                          f"{merged['max_connections']}")
+    if merged.get("tls_key") and not merged.get("tls_cert"):
+        raise ConfigError("tls_key without tls_cert: give the certificate too")
     if not keys and not merged["allow_open"] and not _is_loopback(merged["host"]):
         raise ConfigError(
             f"refusing to listen on {merged['host']} without access keys: anyone who can reach "
@@ -163,6 +189,10 @@ def run(settings: dict[str, Any]) -> None:
 
 async def serve(settings: dict[str, Any]) -> None:
     """Open the store, declare queues, listen until SIGTERM / SIGINT, then drain."""
+    tls = tls_context(settings["tls_cert"], settings.get("tls_key")) if settings.get(
+        "tls_cert") else None
+    max_connections = connection_cap(settings["max_connections"],
+                                     FD_RESERVE + settings["pool_size"])
     clock = Clock(settings.get("dev_clock_skew") or 0.0)
     store = await open_store(settings, clock)
     clock.skew_ms = store.clock_skew_ms
@@ -177,7 +207,9 @@ async def serve(settings: dict[str, Any]) -> None:
             metrics_token=settings["metrics_token"] or "",
             metrics_port=settings["metrics_port"],
             console_session_s=round(settings["console_session_hours"] * 3600)))
-        http = HttpServer(app.handle, service.limits.max_request_bytes)
+        http = HttpServer(app.handle, service.limits.max_request_bytes,
+                          request_timeout_s=settings["request_timeout"],
+                          max_connections=max_connections, tls=tls)
         port = await http.start(settings["host"], settings["port"])
         metrics_listener = await _start_metrics_listener(app, settings)
         app.start()
@@ -190,8 +222,8 @@ async def serve(settings: dict[str, Any]) -> None:
         gc.set_threshold(50_000, 20, 20)
         where = (Path(settings["data_dir"]).resolve() if settings["store"] == "sqlite"
                  else "postgresql")
-        log.info("Conveyor listening on http://%s:%s (store: %s, mode: %s); console at "
-                 "/console", settings["host"], port, where, settings["mode"])
+        log.info("Conveyor listening on %s://%s:%s (store: %s, mode: %s); console at "
+                 "/console", http.scheme, settings["host"], port, where, settings["mode"])
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
@@ -222,6 +254,50 @@ async def _start_metrics_listener(app: App, settings: dict[str, Any]) -> HttpSer
         raise ConfigError(f"--metrics-port {settings['metrics_port']}: {exc.strerror}") from None
     log.info("metrics at http://127.0.0.1:%s/metrics (not on the main port)", port)
     return listener
+def tls_context(cert: str, key: str | None) -> ssl.SSLContext:
+    """A server context from PEM files (the key may sit in the certificate's file); any
+    problem with them is a ConfigError naming the file, found before the server starts."""
+    for option, path in (("--tls-cert", cert), ("--tls-key", key)):
+        if path is not None and not Path(path).is_file():
+            raise ConfigError(f"{option} {path}: no such file")
+
+    def encrypted() -> str:  # called for an encrypted key; OpenSSL would prompt on the tty
+        raise ConfigError(f"--tls-key {key or cert}: the private key is encrypted; give an "
+                          "unencrypted one (readable by this user only)")
+
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)  # TLS 1.2 and later, modern ciphers
+    context.set_alpn_protocols(["http/1.1"])  # so a client offering h2 knows not to use it
+    try:
+        context.load_cert_chain(cert, key, password=encrypted)
+    except (OSError, ssl.SSLError) as exc:
+        detail = getattr(exc, "reason", None) or exc
+        hint = "" if key else "; without --tls-key the key must be in the certificate's file"
+        raise ConfigError(f"--tls-cert {cert}, --tls-key {key or cert}: not a PEM "
+                          f"certificate and its private key ({detail}){hint}") from None
+    return context
+
+
+def connection_cap(wanted: int, reserve: int) -> int:
+    """`wanted`, if the process may open that many files plus `reserve` (raising its soft
+    limit toward the hard one when needed, as Go programs do); else what fits, with a
+    warning, so the server refuses connections cleanly rather than failing to accept."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - no RLIMIT_NOFILE on Windows
+        return wanted
+    need = wanted + reserve
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < need:
+        raised = need if hard == resource.RLIM_INFINITY else min(need, hard)
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
+            soft = raised
+    if soft == resource.RLIM_INFINITY or soft >= need:
+        return wanted
+    cap = max(1, soft - reserve)
+    log.warning("max_connections lowered from %d to %d: the process may open %d files "
+                "(raise `ulimit -n` for more)", wanted, cap, soft)
+    return cap
 
 
 async def open_store(settings: dict[str, Any], clock: Clock) -> Store:

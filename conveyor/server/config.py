@@ -10,6 +10,10 @@ access_keys:                         # without any, requests are not authenticat
 metrics_token: s3cret-scrape-token   # GET /metrics then needs Authorization: Bearer <it>
 # metrics_port: 9325                 # or: /metrics only on 127.0.0.1:9325
 console_session_hours: 8             # how long a console sign-in lasts
+request_timeout: 30     # seconds to receive a request once begun (408 after)
+max_connections: 10000
+# tls_cert: /etc/conveyor/cert.pem   # serve HTTPS
+# tls_key: /etc/conveyor/key.pem     # default: the key inside tls_cert
 queues:
   - name: jobs-dlq
   - name: jobs
@@ -63,6 +67,10 @@ _SETTINGS: dict[str, tuple[type | tuple[type, ...], str]] = {
     "console_session_hours": ((int, float), "a number of hours"),
     "queues": (list, "a list of queues"),
     "log_level": (str, "debug, info, warning or error"),
+    "request_timeout": ((int, float), "seconds"),
+    "max_connections": (int, "a number of connections"),
+    "tls_cert": (str, "a PEM certificate file"),
+    "tls_key": (str, "a PEM private key file"),
 }
 
 

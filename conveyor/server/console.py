@@ -127,7 +127,7 @@ class Console:
         if not queues:
             host = escape(req.headers.get("host") or "127.0.0.1:9324")
             return render(200, "Queues", "<p>No queues yet. Create one, for example:</p>"
-                          f"<p><code>aws --endpoint-url http://{host} sqs create-queue "
+                          f"<p><code>aws --endpoint-url {req.scheme}://{host} sqs create-queue "
                           "--queue-name jobs</code></p>", refresh=True, who=who)
         sources: dict[str, list[str]] = {}
         for queue, _ in queues:

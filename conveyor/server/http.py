@@ -3,8 +3,9 @@
 Why not uvicorn: every SQS call is one small POST, and the generic ASGI machinery cost
 about 45 µs of CPU per request here, more than the queue work of a batched send. This
 keeps what the API needs: keep-alive, pipelining, Content-Length and chunked bodies,
-`Expect: 100-continue`, size limits with clear errors, and a future that tells a long
-poll its client has gone.
+`Expect: 100-continue`, size limits with clear errors, a future that tells a long
+poll its client has gone, and bounds on what a slow or abusive client can hold: time
+limits for receiving (408), a connection cap, and optional TLS.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -24,6 +26,17 @@ log = logging.getLogger("conveyor.server.http")
 
 MAX_HEADER_BYTES = 64 * 1024  # URL + headers of one request
 IDLE_TIMEOUT_S = 75.0  # close keep-alive connections idle this long (above common LB idle)
+REQUEST_TIMEOUT_S = 30.0  # to receive a request's head and body once its first byte came
+# A new connection's first byte (or TLS handshake): SDKs write as soon as they connect,
+# so a silent connection this long is a scanner or a slowloris, not a client.
+FIRST_BYTE_TIMEOUT_S = 10.0
+# Open connections beyond which new ones are closed at accept: each costs a descriptor
+# and a few KiB, and 10,000 is far above what a fleet of workers and producers opens.
+MAX_CONNECTIONS = 10_000
+CAP_WARNING_EVERY_S = 60.0  # log the cap being hit once a minute, not per connection
+# A TLS connection being closed waits this long for its last bytes to drain and for the
+# client's close_notify; asyncio's default, 30 s, kept closed connections' sockets open.
+TLS_SHUTDOWN_TIMEOUT_S = 5.0
 
 
 @dataclass(slots=True)
@@ -48,11 +61,11 @@ class Response:
 
 Handler = Callable[[Request], Awaitable[Response | None]]
 
-_REASONS = {200: b"OK", 303: b"See Other",
-            400: b"Bad Request", 401: b"Unauthorized", 403: b"Forbidden",
-            404: b"Not Found", 405: b"Method Not Allowed", 413: b"Payload Too Large",
-            414: b"URI Too Long", 431: b"Request Header Fields Too Large",
-            500: b"Internal Server Error", 503: b"Service Unavailable"}
+_REASONS = {200: b"OK", 303: b"See Other", 400: b"Bad Request", 401: b"Unauthorized",
+            403: b"Forbidden", 404: b"Not Found", 405: b"Method Not Allowed",
+            408: b"Request Timeout", 413: b"Payload Too Large", 414: b"URI Too Long",
+            431: b"Request Header Fields Too Large", 500: b"Internal Server Error",
+            503: b"Service Unavailable"}
 
 
 class _Connection(asyncio.Protocol):
@@ -65,7 +78,10 @@ class _Connection(asyncio.Protocol):
         self.worker: asyncio.Task[None] | None = None  # one per connection, see _serve
         self.wakeup: asyncio.Future[None] | None = None  # set while the worker is idle
         self._reset()
-        self.last_active = server.loop.time()
+        # Time limits (checked by HttpServer's sweep, never by a timer per request):
+        self.receiving = False  # between a request's first byte and its last
+        self.request_started = 0.0  # when that first byte came
+        self.last_active = server.loop.time()  # connected, or last answer written
 
     def _reset(self) -> None:
         self.url = b""
@@ -80,7 +96,11 @@ class _Connection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
+        if len(self.server.connections) >= self.server.max_connections:
+            self.server.refused(self.transport)
+            return
         self.server.connections.add(self)
+        self.last_active = self.server.loop.time()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.server.connections.discard(self)
@@ -101,7 +121,8 @@ class _Connection(asyncio.Protocol):
 
     def on_message_begin(self) -> None:
         self._reset()
-        self.last_active = self.server.loop.time()
+        self.receiving = True
+        self.request_started = self.server.loop.time()
 
     def on_url(self, url: bytes) -> None:
         self.url_bytes += len(url)
@@ -126,6 +147,7 @@ class _Connection(asyncio.Protocol):
             self.body.append(body)
 
     def on_message_complete(self) -> None:
+        self.receiving = False
         if self.header_bytes > MAX_HEADER_BYTES:
             self.rejected = (Response(414, b'{"message":"Request URI too long."}')
                              if self.url_bytes > MAX_HEADER_BYTES else
@@ -136,7 +158,7 @@ class _Connection(asyncio.Protocol):
         request = Request(self.parser.get_method().decode("ascii", "replace"),
                           url.path.decode("latin-1"), url.query or b"", self.headers,
                           b"" if too_large else b"".join(self.body), self.gone,
-                          body_too_large=too_large)
+                          self.server.scheme, too_large)
         if self.rejected:
             request.method = "REJECTED"
         self.pending.append((request, self.parser.should_keep_alive()))
@@ -202,20 +224,64 @@ class _Connection(asyncio.Protocol):
 
     def close_if_idle(self, idle_s: float = 0.0) -> None:
         quiet = self.server.loop.time() - self.last_active >= idle_s
-        if self.transport and quiet and not self.busy():
+        if quiet and not self.busy():
+            self._drop()
+
+    def enforce_time_limits(self, now: float) -> None:
+        """Answer 408 to a request that is taking too long to arrive; close a connection
+        that stays silent too long, new (first byte) or between requests (keep-alive).
+        A request being answered (a long poll) is not timed: the limit is on receiving."""
+        if self.receiving:
+            if now - self.request_started >= self.server.request_timeout_s:
+                self._time_out()
+        elif not self.busy():
+            # No worker yet means no request yet: a new connection.
+            limit_s = (self.server.first_byte_timeout_s if self.worker is None
+                       else IDLE_TIMEOUT_S)
+            if now - self.last_active >= limit_s:
+                self._drop()
+
+    def _time_out(self) -> None:
+        if self.busy():
+            # An answer to an earlier pipelined request is still due, and a 408 must not
+            # overtake it: close without one (the client stalled mid-request anyway).
+            self._drop()
+        else:
+            self._fail(408, b"Request not received in time.")
+
+    def _drop(self) -> None:
+        """Close without a word. Once all that was written has gone, abort: a TLS close
+        would wait for a close_notify that a client idling in its pool never sends."""
+        if self.transport is None or self.transport.is_closing():
+            return
+        if self.transport.get_write_buffer_size():
             self.transport.close()
+        else:
+            self.transport.abort()
 
 
 class HttpServer:
-    def __init__(self, handler: Handler, max_body_bytes: int) -> None:
+    def __init__(self, handler: Handler, max_body_bytes: int, *,
+                 request_timeout_s: float = REQUEST_TIMEOUT_S,
+                 max_connections: int = MAX_CONNECTIONS,
+                 tls: ssl.SSLContext | None = None) -> None:
         self.handler = handler
         self.max_body_bytes = max_body_bytes
+        self.request_timeout_s = request_timeout_s
+        # Never longer than a whole request may take: a short --request-timeout (tests,
+        # or a deliberately strict setup) shortens the wait for the first byte too.
+        self.first_byte_timeout_s = min(FIRST_BYTE_TIMEOUT_S, request_timeout_s)
+        self.max_connections = max_connections
+        self.tls = tls
+        self.scheme = "https" if tls else "http"
         self.loop = asyncio.get_running_loop()
         self.connections: set[_Connection] = set()
         self._server: asyncio.Server | None = None
         self._reaper: asyncio.Task[None] | None = None
         self._date = b""
         self._date_at = 0.0
+        self._refused = 0  # connections refused at the cap since the last warning
+        self._warned_at = float("-inf")
 
     def date(self) -> bytes:
         now = self.loop.time()
@@ -226,17 +292,34 @@ class HttpServer:
 
     async def start(self, host: str, port: int) -> int:
         """Listen; return the port, the one the system picked when `port` is 0."""
-        self._server = await self.loop.create_server(lambda: _Connection(self), host, port,
-                                                     reuse_address=True, backlog=1024)
-        self._reaper = self.loop.create_task(self._close_idle())
+        self._server = await self.loop.create_server(
+            lambda: _Connection(self), host, port, reuse_address=True, backlog=1024,
+            ssl=self.tls,
+            # A handshake gets no longer than a plain connection's first byte.
+            ssl_handshake_timeout=self.first_byte_timeout_s if self.tls else None,
+            ssl_shutdown_timeout=TLS_SHUTDOWN_TIMEOUT_S if self.tls else None)
+        self._reaper = self.loop.create_task(self._sweep())
         return self._server.sockets[0].getsockname()[1]
 
-    async def _close_idle(self) -> None:
-        """One sweep for all connections, instead of a timer re-armed on every request."""
+    async def _sweep(self) -> None:
+        """One sweep for all connections, instead of a timer re-armed on every request:
+        a limit is enforced between 1 and 1.25 times its length."""
+        every_s = self.first_byte_timeout_s / 4  # the shortest limit
         while True:
-            await asyncio.sleep(IDLE_TIMEOUT_S / 5)
+            await asyncio.sleep(every_s)
+            now = self.loop.time()
             for connection in list(self.connections):
-                connection.close_if_idle(IDLE_TIMEOUT_S)
+                connection.enforce_time_limits(now)
+
+    def refused(self, transport: asyncio.Transport) -> None:
+        """Close a connection over the cap at once, warning now and then, not each time."""
+        transport.abort()
+        self._refused += 1
+        now = self.loop.time()
+        if now - self._warned_at >= CAP_WARNING_EVERY_S:
+            log.warning("%d connections open, the --max-connections limit: refusing new ones "
+                        "(%d since the last warning)", len(self.connections), self._refused)
+            self._warned_at, self._refused = now, 0
 
     async def stop(self, grace_s: float = 5.0) -> None:
         """Stop accepting; close idle connections; give busy ones `grace_s` to finish."""
