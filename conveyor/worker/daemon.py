@@ -169,6 +169,9 @@ class Worker:
                 continue
             self.queue_url = self.queues.queue_url
             self._poll_errors.reset()
+            if config.expired_to_dead_letter and self.queues.dead_letter_url is None:
+                log.warning("ExpiredToDeadLetter is set but queue %s has no dead-letter queue: "
+                            "messages older than RetentionPeriod are deleted", self.queue_name)
             return True
         return False
 
@@ -257,8 +260,8 @@ class Worker:
             await self._slots.take(self._batch)
             started = time.monotonic()
             try:
-                # "All" system attributes: the daemon needs MessageGroupId (FIFO order) and
-                # ApproximateReceiveCount (MaxRetries).
+                # "All" system attributes: the daemon needs SentTimestamp (RetentionPeriod),
+                # MessageGroupId (FIFO order) and ApproximateReceiveCount (MaxRetries).
                 messages = await self._sqs.receive_messages(
                     self.queue_url, max_messages=self._batch, wait_time_s=config.poll_wait_time,
                     visibility_timeout_s=config.visibility_timeout, system_attributes=("All",))
@@ -324,13 +327,9 @@ class Worker:
         if job.exhausted:  # its copy to the dead-letter queue failed before: try again
             await self._to_dead_letter(job, "MaxRetries")
             return
-        if self._expired(message):
-            self._submit_delete(message)
-            self._finish(job)
-            self.metrics.expired()
-            log.info("message expired (RetentionPeriod %ds), deleted unposted: queue=%s "
-                     "message=%s", self.config.retention_period, self.queue_name,
-                     message.message_id, extra=self._fields(message, outcome="expired"))
+        age_s = self._age_s(message)
+        if age_s is not None and age_s > self.config.retention_period:
+            await self._expire(job, age_s)
             return
         if not await self._admit_scheduled(job):
             return
@@ -368,11 +367,37 @@ class Worker:
         self._finish(job)
         return False
 
-    def _expired(self, message: Message) -> bool:
-        first_ms = message.first_receive_ms or message.sent_ms
-        if first_ms is None:
-            return False
-        return self._clock() - first_ms / 1000 > self.config.retention_period
+    def _age_s(self, message: Message) -> float | None:
+        """Seconds since the message was sent (SentTimestamp), as RetentionPeriod counts.
+
+        The server stamps SentTimestamp and ApproximateFirstReceiveTimestamp with one clock,
+        so their difference is a lower bound of the age that no skew between its clock and
+        this machine's can shrink; this machine's clock says how long it has been since."""
+        sent_ms = message.sent_ms
+        if sent_ms is None:
+            return None
+        age_s = self._clock() - sent_ms / 1000
+        first_ms = message.first_receive_ms
+        if first_ms is not None:
+            age_s = max(age_s, (first_ms - sent_ms) / 1000)
+        return age_s
+
+    async def _expire(self, job: Job, age_s: float) -> None:
+        """RetentionPeriod is over: delete the message unposted (as Elastic Beanstalk does),
+        or with ExpiredToDeadLetter move it to the dead-letter queue."""
+        message = job.message
+        assert self.queues is not None
+        if self.config.expired_to_dead_letter and self.queues.dead_letter_url is not None:
+            if await self._to_dead_letter(job, f"RetentionPeriod, age {age_s:.0f}s"):
+                self.metrics.expired()
+            return
+        self._submit_delete(message)
+        self._finish(job)
+        self.metrics.expired()
+        log.info("message expired, deleted unposted: queue=%s message=%s age=%.0fs "
+                 "RetentionPeriod=%ds", self.queue_name, message.message_id, age_s,
+                 self.config.retention_period,
+                 extra=self._fields(message, outcome="expired", age_s=round(age_s, 3)))
 
     def _finish(self, job: Job) -> None:
         """The daemon is done with this message; on a FIFO queue its group's next may go."""
