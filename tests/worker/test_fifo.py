@@ -132,3 +132,27 @@ def test_drain_hands_a_held_group_back_in_order(sqs, queue_name):
         assert [m["Body"] for m in got] == ["A1", "A2", "A3"]
 
     run(scenario())
+
+
+def test_held_group_stays_invisible_while_it_waits(sqs, queue_name):
+    url = make_queue(sqs, f"{queue_name}.fifo", FifoQueue="true")
+    _send_all(sqs, url, [("A", "A1"), ("A", "A2")])
+
+    async def fail_first(request: Recorded) -> web.StreamResponse:
+        return web.Response(status=500 if request.receive_count == 1 and request.body == b"A1"
+                            else 200)
+
+    async def scenario() -> None:
+        # A1's retry waits longer than the visibility timeout: the heartbeat keeps both
+        # messages invisible, so no other consumer gets the group meanwhile.
+        async with recording_app(fail_first) as app, running_worker(
+                url, app.url, VisibilityTimeout=2, ErrorVisibilityTimeout=5):
+            await wait_until(lambda: app.requests, what="A1's first POST")
+            other = await aio(sqs.receive_message, QueueUrl=url, MaxNumberOfMessages=10,
+                              WaitTimeSeconds=3)
+            await wait_until(lambda: queue_total(sqs, url) == 0, what="every delete")
+        assert other.get("Messages", []) == []
+        assert [(r.body.decode(), r.receive_count) for r in app.requests] == [
+            ("A1", 1), ("A1", 2), ("A2", 1)]
+
+    run(scenario())
