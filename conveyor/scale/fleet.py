@@ -21,15 +21,19 @@ log = logging.getLogger(__name__)
 
 # The actuator gives each worker its own status port; the queue exists already.
 _FLEET_OWNS = {"StatusPort", "StatusHost", "CreateQueue"}
+# Passed in the environment, not as flags: a command line is visible to every local user.
+_SECRETS = {"SigningSecret", "CronSigningKey"}
 
 
 def worker_args(config: WorkerConfig) -> list[str]:
     """The `conveyor worker` flags that reproduce `config` (options left at default are
-    left out, so the workers' own CONVEYOR_* environment still applies to them)."""
+    left out, so the workers' own CONVEYOR_* environment still applies to them), secrets
+    aside (worker_env)."""
     args = ["--no-create-queue"]
     for option in OPTIONS:
         value = getattr(config, option.field)
-        if option.name in _FLEET_OWNS or value == option.default or value in ("", None):
+        if (option.name in _FLEET_OWNS or option.name in _SECRETS or value == option.default
+                or value in ("", None)):
             continue
         if option.kind is bool:
             name = option.flag[2:]
@@ -37,6 +41,12 @@ def worker_args(config: WorkerConfig) -> list[str]:
         else:
             args += [option.flag, str(value)]
     return args
+
+
+def worker_env(config: WorkerConfig) -> dict[str, str]:
+    """The CONVEYOR_* variables that carry `config`'s secrets to the workers."""
+    return {option.env: getattr(config, option.field) for option in OPTIONS
+            if option.name in _SECRETS and getattr(config, option.field)}
 
 
 class AutoscaledFleet:
@@ -47,7 +57,8 @@ class AutoscaledFleet:
                  status_host: str = "127.0.0.1", actuator: Actuator | None = None) -> None:
         self.config = config
         self.policy = policy
-        self.actuator = actuator or LocalActuator(worker_args(config), log_dir)
+        self.actuator = actuator or LocalActuator(worker_args(config), log_dir,
+                                                  env=worker_env(config))
         self.interval_s = interval_s
         self.status_port = status_port
         self.status_host = status_host

@@ -55,6 +55,7 @@ class WorkerConfig:
     cron_lease: str = "server"
     cron_grace_period: int = 300
     cron_lease_ttl: float = 10.0
+    cron_signing_key: str = ""
 
     @property
     def post_url(self) -> str:
