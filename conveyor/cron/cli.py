@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from conveyor import logs
+from conveyor._click import HTTP_URL
 from conveyor.cron.cronfile import CronFileError, Task, load_cron_file
 from conveyor.cron.jobs import iso
 
@@ -48,6 +49,7 @@ def list_command(cron_file: Path, count: int, after: str | None) -> None:
 
 @cron_group.command("run")
 @click.option("--worker-queue-url", required=True, envvar="CONVEYOR_WORKER_QUEUE_URL",
+              type=HTTP_URL,
               help="The worker queue the runs are enqueued to.")
 @click.option("--cron", "cron_file", default="cron.yaml", show_default=True,
               envvar="CONVEYOR_CRON", help="cron.yaml, reloaded when it changes.")
@@ -60,7 +62,7 @@ def list_command(cron_file: Path, count: int, after: str | None) -> None:
 @click.option("--cron-signing-key", default="", envvar="CONVEYOR_CRON_SIGNING_KEY",
               metavar="SECRET", help="Sign each scheduled-job message; the worker daemons "
               "of the queue need the same CronSigningKey.")
-@click.option("--endpoint-url", envvar="CONVEYOR_ENDPOINT_URL",
+@click.option("--endpoint-url", envvar="CONVEYOR_ENDPOINT_URL", type=HTTP_URL,
               help="SQS endpoint (default: the queue URL's).")
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False))
