@@ -4,16 +4,18 @@ runs in place of its single in-process worker, and what `conveyor scale run` run
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import socket
 from collections.abc import Callable
 from pathlib import Path
 
 from conveyor.client import SQSClient, endpoint_from_queue_url
 from conveyor.scale.actuator import Actuator
-from conveyor.scale.local import LocalActuator
+from conveyor.scale.local import LocalActuator, free_port
 from conveyor.scale.policy import BacklogPolicy, BacklogSettings, Policy, parse_bounds
 from conveyor.scale.scaler import Scaler
-from conveyor.scale.status import scale_status_server
+from conveyor.scale.status import DEFAULT_STATUS_PORT, scale_status_server
 from conveyor.worker.config import WorkerConfig
 from conveyor.worker.options import OPTIONS
 
@@ -66,6 +68,11 @@ class AutoscaledFleet:
         self.scaler: Scaler | None = None
         self._stop_requested = False
 
+    @property
+    def status_url(self) -> str | None:
+        """Where `conveyor scale status --url` finds this scaler (None without a port)."""
+        return f"http://{self.status_host}:{self.status_port}" if self.status_port else None
+
     def stop(self) -> None:
         """Stop scaling; `run()` then drains every worker."""
         self._stop_requested = True
@@ -107,6 +114,15 @@ def default_policy(config: WorkerConfig, bounds: tuple[int, int], *,
         scale_in_cooldown_s=30.0, scale_in_stabilization_s=60.0))
 
 
+def _status_port(config: WorkerConfig) -> int:
+    """The port `conveyor scale status` looks at by default, or a free one if it is taken
+    (StatusPort, `--status-port`, chooses one instead)."""
+    with contextlib.suppress(OSError), socket.socket() as sock:
+        sock.bind((config.status_host, DEFAULT_STATUS_PORT))
+        return DEFAULT_STATUS_PORT
+    return free_port(config.status_host)
+
+
 def up_scaling(bounds_text: str, latency_s: float,
                data_dir: Path) -> Callable[[WorkerConfig], AutoscaledFleet]:
     """For `conveyor up --autoscale MIN:MAX`: parse the bounds now (ValueError if bad) and
@@ -116,7 +132,7 @@ def up_scaling(bounds_text: str, latency_s: float,
     def make(config: WorkerConfig) -> AutoscaledFleet:
         policy = default_policy(config, bounds, latency_s=latency_s)
         return AutoscaledFleet(config, policy, log_dir=data_dir / "workers",
-                               status_port=config.status_port,
+                               status_port=config.status_port or _status_port(config),
                                status_host=config.status_host)
 
     return make
