@@ -113,6 +113,10 @@ async def _up(config: WorkerConfig, server: ChildServer, queue_name: str, demo: 
               scale: Any = None, app_timeout_s: float = 60.0) -> None:
     _say(f"conveyor up: starting the queue server on {server.url} (data in {server.data_dir})",
          fg="cyan")
+    # Until the worker takes over the signals: Ctrl-C / SIGTERM while the server starts or
+    # the app is awaited stops here, and the server with it (the finally below).
+    stopping = asyncio.Event()
+    install_signal_handlers(stopping.set)
     await server.start()
     demo_app = DemoApp(lambda line: _say(line, fg="green" if "✓" in line else "yellow"))
     runner = None
@@ -126,8 +130,10 @@ async def _up(config: WorkerConfig, server: ChildServer, queue_name: str, demo: 
                 visibility_timeout_s=config.visibility_timeout,
                 retention_period_s=config.retention_period)
             config = config.replace(worker_queue_url=queues.queue_url)
-            if not demo:
-                await _wait_for_app(config, app_timeout_s)
+            if not demo and not await _wait_for_app(config, app_timeout_s, stopping):
+                return
+            if stopping.is_set():
+                return
             worker = scale(config) if scale else Worker(config)  # --autoscale: a fleet
             install_signal_handlers(worker.stop)
             _banner(server, queues, config, demo, getattr(worker, "status_url", None))
@@ -146,14 +152,26 @@ async def _up(config: WorkerConfig, server: ChildServer, queue_name: str, demo: 
         await asyncio.to_thread(server.stop)
 
 
-async def _wait_for_app(config: WorkerConfig, timeout_s: float) -> None:
+async def _wait_for_app(config: WorkerConfig, timeout_s: float,
+                        stopping: asyncio.Event) -> bool:
+    """True once the app answers; False if stopped first. Raises AppNotAnswering."""
     def waiting(problem: str) -> None:
         limit = f"up to {timeout_s:g}s" if timeout_s else "until it does"
         _say(f"conveyor up: waiting for your app at {config.post_url} to answer ({problem}); "
              f"the worker starts when it does ({limit})", fg="yellow")
 
-    await wait_for_app(config.post_url, timeout_s, waiting)
+    answered = asyncio.create_task(wait_for_app(config.post_url, timeout_s, waiting))
+    stopped = asyncio.create_task(stopping.wait())
+    try:
+        await asyncio.wait({answered, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (answered, stopped):
+            task.cancel()
+    if not answered.done() or answered.cancelled():
+        return False
+    answered.result()
     _say(f"conveyor up: your app answers at {config.post_url}", fg="cyan")
+    return True
 
 
 def _banner(server: ChildServer, queues: WorkerQueues, config: WorkerConfig, demo: bool,

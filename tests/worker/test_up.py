@@ -199,3 +199,17 @@ def test_up_says_clearly_when_the_app_never_answers(tmp_path: Path) -> None:
             "(last: connection refused)") in up.output
     assert "ready" not in up.output and "Traceback" not in up.output
     assert _refuses(port)  # and the queue server it started is stopped
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_up_stopped_while_it_waits_for_the_app_stops_its_server(tmp_path: Path, sig) -> None:
+    port = free_port()
+    up = Up(tmp_path, "--app", f"http://127.0.0.1:{free_port()}", "--port", str(port))
+    try:
+        up.wait_for(r"waiting for your app")
+        os.killpg(up.proc.pid, sig)
+        assert up.finish() == 0, up.output
+    finally:
+        up.kill()
+    assert "conveyor up: stopped." in up.output and "Traceback" not in up.output
+    assert _refuses(port)
