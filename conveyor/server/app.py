@@ -216,15 +216,16 @@ class App:
         return claim, keys[claim.access_key]
 
     def _context(self, req: Request, claim: sigv4.Claim | None) -> RequestContext:
-        region = claim.region if claim and plain_name(claim.region) else None
-        key = (region or self.settings.default_region,
+        key = (claim.region if claim else self.settings.default_region,
                f"{req.scheme}://{req.headers.get('host') or 'localhost'}",
                claim.access_key if claim else "")
         ctx = self._contexts.get(key)
         if ctx is None:  # a client sends the same key, region and host every time
             if len(self._contexts) >= 1024:
                 self._contexts.clear()
-            ctx = self._contexts[key] = RequestContext(key[0], self.settings.account_id,
+            # An unchecked (unsigned) claim may name anything: only a plain name is a region.
+            region = key[0] if plain_name(key[0]) else self.settings.default_region
+            ctx = self._contexts[key] = RequestContext(region, self.settings.account_id,
                                                        key[1], key[2])
         return ctx
 
