@@ -61,6 +61,7 @@ class Done:
 
     at_ms: int
     key_id: str
+    region: str
     action: str
     target: str
     outcome: str
@@ -86,7 +87,7 @@ class Calls:
             raise
         finally:
             self.observe(action, outcome, time.perf_counter() - started)
-            self._record(operator, action, request, outcome)
+            self._record(operator, ctx, action, request, outcome)
 
     def authorize(self, operator: Operator, ctx: RequestContext, action: str,
                   request: dict[str, Any]) -> None:
@@ -94,14 +95,14 @@ class Calls:
         try:
             operator.check(action, request, ctx)
         except AccessDenied as error:
-            self._record(operator, action, request, error.code)
+            self._record(operator, ctx, action, request, error.code)
             raise
 
-    def _record(self, operator: Operator, action: str, request: dict[str, Any],
-                outcome: str) -> None:
+    def _record(self, operator: Operator, ctx: RequestContext, action: str,
+                request: dict[str, Any], outcome: str) -> None:
         target = _target(request)
-        self.recent.appendleft(Done(self.service.clock.now_ms(), operator.key_id, action,
-                                    target, outcome))
+        self.recent.appendleft(Done(self.service.clock.now_ms(), operator.key_id, ctx.region,
+                                    action, target, outcome))
         log.info("console: %s %s by access key %s: %s", action, target, operator.key_id,
                  outcome, extra={"queue": target, "access_key": operator.key_id})
 

@@ -46,7 +46,7 @@ class Overview:
                 self._table(v, rows, counts, sources, holding) if rows else _empty(v, wanted),
                 "</section>",
                 await workers_section(self.service, v),
-                f'<section id="recent" data-live>{_recent(recent, self.service)}</section>']
+                f'<section id="recent" data-live>{_recent(v, recent, self.service)}</section>']
         return render(200, "Queues", "\n".join(body), refresh=True, who=v.who,
                       header=v.header)
 
@@ -153,11 +153,15 @@ def _empty(v: Visit, wanted: str) -> str:
             "--queue-name jobs</code></p>")
 
 
-def _recent(recent: list[Done], service: Service) -> str:
+def _recent(v: Visit, recent: list[Done], service: Service) -> str:
+    """The console's last actions on queues this operator may look at."""
+    recent = [d for d in recent if not d.target or d.target == "move task"
+              or v.may("GetQueueAttributes", {"QueueUrl": d.target}, d.region)]
     if not recent:
         return ""
     now_ms = service.clock.now_ms()
     rows = [[parts.when(d.at_ms, now_ms), f"<code>{escape(d.key_id)}</code>",
-             escape(d.action), escape(d.target), escape(d.outcome)] for d in recent[:20]]
+             escape(d.action), escape(f"{d.target} ({d.region})" if d.target else ""),
+             escape(d.outcome)] for d in recent[:20]]
     return "<h2>Recent actions</h2>" + parts.table(
         ["When", "Access key", "Action", "On", "Outcome"], rows)
