@@ -140,9 +140,11 @@ async def page(service: Service, v: Visit, queue: QueueRecord, message_id: str,
                if k not in ("SentTimestamp", "ApproximateReceiveCount",
                             "ApproximateFirstReceiveTimestamp")]]
     if m.dlq_source_arn:
+        # The store starts a dead letter's receive count and times afresh: what is known
+        # is where it came from, and that it was received maxReceiveCount times there.
         facts.append(["Why here", escape(
-            f"received {m.receive_count} times in "
-            f"{m.dlq_source_arn.rsplit(':', 1)[-1]} without being deleted")])
+            f"dead-lettered from {m.dlq_source_arn.rsplit(':', 1)[-1]}: received there as "
+            "many times as its maxReceiveCount without being deleted")])
     attrs = [[escape(k), escape(a.get("DataType", "")),
               f"<code>{escape(str(a.get('StringValue', a.get('BinaryValue', ''))))}</code>"]
              for k, a in sorted(message_attributes(m).items())]

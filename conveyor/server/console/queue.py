@@ -57,8 +57,9 @@ class QueuePage:
         else:
             body.append(parts.muted("Your access key may not receive this queue's messages, "
                                     "so the console does not show them."))
-        body += ["<h2>Attributes</h2>", parts.table(["Name", "Value"], [
-            [escape(k), f"<code>{escape(val)}</code>"] for k, val in sorted(attributes.items())])]
+        body += ["<h2>Attributes</h2>", '<section id="attributes" data-live>', parts.table(
+            ["Name", "Value"], [[escape(k), f"<code>{escape(val)}</code>"]
+                                for k, val in sorted(attributes.items())]), "</section>"]
         body += ["<h2>Tags</h2>", parts.table(["Key", "Value"], [
             [escape(k), escape(val)] for k, val in sorted(queue.tags.items())])
             if queue.tags else parts.muted("none")]
