@@ -79,7 +79,7 @@ class Overview:
             return ""
         number = 'inputmode="numeric" pattern="[0-9]*"'
         fields = "".join(
-            f'<label>{name} <span class="muted">(s{"" if "Size" not in name else ": bytes"})'
+            f'<label>{name} <span class="muted">({"bytes" if "Size" in name else "s"})'
             f'</span><br><input name="{name}" {number}></label>'
             for name in ("VisibilityTimeout", "DelaySeconds", "MessageRetentionPeriod",
                          "ReceiveMessageWaitTimeSeconds", "MaximumMessageSize"))

@@ -96,17 +96,17 @@ class QueuePage:
 
     async def _redrive_form(self, v: Visit, ctx: RequestContext, queue: QueueRecord,
                             source_names: list[str]) -> str:
-        arn = ctx.queue_arn(queue.name)
-        if not v.may("StartMessageMoveTask", {"SourceArn": arn}, queue.region):
+        if not v.may("StartMessageMoveTask", {"SourceArn": ctx.queue_arn(queue.name)},
+                     queue.region):
             return ""
-        others = sorted(q.name for q in await self.service.all_queues()
-                        if q.region == queue.region and q.name != queue.name
-                        and q.fifo == queue.fifo)
-        options = '<option value="">back to the queue each came from</option>' + "".join(
-            f'<option value="{escape(n)}">{escape(n)}</option>' for n in others)
+        # A name typed, its sources offered: a list of every queue would weigh the page
+        # down on a server with thousands.
+        options = "".join(f'<option value="{escape(n)}">' for n in sorted(source_names))
         return parts.form("redrive", v.csrf, {"region": queue.region, "queue": queue.name}, (
-            '<div class="bar"><label>Redrive all messages to <select name="destination" '
-            f'aria-label="destination">{options}</select></label>'
+            '<div class="bar"><label>Redrive all messages to <input name="destination" '
+            'list="redrive-sources" autocomplete="off" placeholder="the queue each came '
+            f'from" aria-label="destination queue"></label><datalist id="redrive-sources">'
+            f"{options}</datalist>"
             '<label>at most <input name="rate" inputmode="numeric" pattern="[0-9]*" '
             'placeholder="500" aria-label="messages per second"> messages/s</label>'
             "<button>Start redrive</button></div>"))
