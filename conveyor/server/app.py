@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from conveyor.ids import UuidSequence
-from conveyor.server import console, console_auth, sigv4
+from conveyor.server import console, sigv4
 from conveyor.server.access import AccessKey
 from conveyor.server.http import Request, Response
 from conveyor.server.metrics import CONTENT_TYPE_LATEST, ServerMetrics
@@ -50,7 +50,7 @@ class ServerSettings:
     dev_clock: bool = False  # expose POST /_conveyor/clock?advance=S for tests
     metrics_token: str = ""  # set: GET /metrics needs `Authorization: Bearer <it>`
     metrics_port: int | None = None  # set: /metrics is served there (handle_operator) only
-    console_session_s: int = console_auth.DEFAULT_SESSION_S
+    console_session_s: int = console.auth.DEFAULT_SESSION_S
 
 
 @dataclass(slots=True)
@@ -78,9 +78,9 @@ class App:
         self._contexts: dict[tuple[str, str, str], RequestContext] = {}
         self.service.store.on_remote_ready = self.waiters.notify
         self.service.store.on_remote_missed = self.waiters.notify_all
-        self.console = console.Console(
-            service, settings.account_id,
-            {k: v.secret for k, v in settings.access_keys.items()}, settings.console_session_s)
+        self.console = console.Console(service, settings.account_id, settings.access_keys,
+                                       settings.console_session_s, self.metrics.requests.observe,
+                                       settings.default_region)
 
     def _ready(self, queue: QueueRecord, count: int) -> None:
         """Messages became receivable: wake local long polls, and other nodes' ones."""
