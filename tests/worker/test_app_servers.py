@@ -56,8 +56,13 @@ class AppServer:
             if importlib.util.find_spec(what) is None:
                 unavailable(f"{self.name}: Python package {what} is not installed "
                             "(pip install -e '.[dev]')")
-        elif shutil.which(what) is None:
+        elif _program(what) is None:
             unavailable(f"{self.name}: {what} is not installed (.ci/run installs it)")
+
+
+def _program(name: str) -> str | None:
+    """A program's path; nginx lives in /usr/sbin, which a user's PATH may leave out."""
+    return shutil.which(name, path=os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin"]))
 
 
 def _stdlib(version: str) -> Callable[[int], list[str]]:
@@ -83,8 +88,8 @@ SERVERS = [
     AppServer("waitress", lambda port: [
         str(BIN / "waitress-serve"), f"--listen=127.0.0.1:{port}", "--threads=4",
         "python_apps:wsgi"], NO_CLOSE, "python:waitress"),
-    AppServer("node http", lambda port: ["node", str(APPS / "node_app.js"), str(port)],
-              ALL, "node"),
+    AppServer("node http", lambda port: [str(_program("node")), str(APPS / "node_app.js"),
+                                         str(port)], ALL, "node"),
     AppServer("nginx → http.server HTTP/1.1", _stdlib("1.1"), ALL, "nginx",
               behind_nginx=True),
 ]
@@ -166,7 +171,7 @@ def serving(app_server: AppServer, tmp: Path, record: Path) -> Iterator[str]:
             return
         front = free_port()
         config = _nginx_config(tmp / "nginx", front, port)
-        with _process(["nginx", "-p", str(tmp / "nginx"), "-c", str(config), "-e",
+        with _process([str(_program("nginx")), "-p", str(tmp / "nginx"), "-c", str(config), "-e",
                        str(tmp / "nginx" / "error.log")], front, tmp / "nginx.log", env):
             yield f"http://127.0.0.1:{front}"
 
