@@ -44,7 +44,7 @@ from conveyor.store.base import (
     StoreError,
     Tally,
 )
-from conveyor.store.sqlite import SqliteStore
+from conveyor.store.sqlite import SqliteStore, _translating
 
 log = logging.getLogger("conveyor.store")
 
@@ -72,6 +72,7 @@ class _Pending:
     message: StoredMessage
 
 
+@_translating
 class JournaledStore(SqliteStore):
     """SqliteStore with standard-queue messages in memory between checkpoints."""
 

@@ -23,13 +23,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import functools
+import inspect
 import os
 import random
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
-from typing import IO
+from typing import IO, Any, TypeVar
 
 import apsw
 import orjson
@@ -49,6 +51,7 @@ from conveyor.store.base import (
 )
 
 SCHEMA_VERSION = 1
+T = TypeVar("T")
 
 SCHEMA = """
 -- One row per queue. `attributes` and `tags` are JSON objects of strings.
@@ -186,6 +189,27 @@ _MESSAGE_COLUMNS = (
 )
 
 
+def _translating(cls: type[T]) -> type[T]:
+    """Translate SQLite's errors where they enter, once for the whole store: every public
+    coroutine of `cls` raises StoreError for an apsw error (changes already did, within
+    _Change; reads did not: a locked or corrupt file leaked the driver's exception)."""
+    for name, method in list(vars(cls).items()):
+        if not name.startswith("_") and inspect.iscoroutinefunction(method):
+            setattr(cls, name, _translated_call(method))
+    return cls
+
+
+def _translated_call(method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    @functools.wraps(method)
+    async def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return await method(*args, **kwargs)
+        except apsw.Error as exc:
+            raise StoreError(f"SQLite: {exc}") from exc
+    return call
+
+
+@_translating
 class SqliteStore:
     """The default store. One process owns a data directory (enforced with a lock file)."""
 

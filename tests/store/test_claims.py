@@ -8,12 +8,13 @@ import os
 from pathlib import Path
 from typing import Any
 
+import apsw
 import asyncpg
 import pytest
 
 from conveyor.clock import ManualClock
 from conveyor.service import rules
-from conveyor.store.base import OK, STALE, Counts, Handle
+from conveyor.store.base import OK, STALE, Counts, Handle, StoreError
 from tests.store.conformance import open_store
 from tests.store.helpers import ATTRIBUTES, KINDS, message
 from tests.support import CREATED_SCHEMAS, POSTGRES_URL, require_postgres
@@ -207,3 +208,17 @@ async def _until_a_backend_waits_on_an_advisory_lock() -> None:
         raise AssertionError("node b's claim never waited for node a's lock")
     finally:
         await conn.close()
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "journal"])
+def test_sqlite_read_errors_come_out_as_store_errors(kind: str, tmp_path: Path) -> None:
+    async def scenario(store: Any) -> None:
+        queue = await store.create_queue("us-east-1", "q", ATTRIBUTES, {}, 0)
+        store.db.close()  # as a broken file would make every read fail
+        for read in (store.get_queue("us-east-1", "q"), store.list_queues(None, ""),
+                     store.tally(queue, NOW, 0), store.peek(queue, 1, 0)):
+            with pytest.raises(StoreError, match="SQLite"):
+                await read
+        store.db = apsw.Connection(":memory:")  # so that close() can run
+
+    _run(kind, tmp_path, scenario)
