@@ -189,12 +189,19 @@ _MESSAGE_COLUMNS = (
 )
 
 
+# The hot path's changes translate inside _Change (and the journal's in _append): no
+# wrapper call per message batch for them.
+_TRANSLATED_INSIDE = frozenset({"send", "delete"})
+
+
 def _translating(cls: type[T]) -> type[T]:
     """Translate SQLite's errors where they enter, once for the whole store: every public
     coroutine of `cls` raises StoreError for an apsw error (changes already did, within
     _Change; reads did not: a locked or corrupt file leaked the driver's exception)."""
     for name, method in list(vars(cls).items()):
-        if not name.startswith("_") and inspect.iscoroutinefunction(method):
+        if name in _TRANSLATED_INSIDE or name.startswith("_"):
+            continue
+        if inspect.iscoroutinefunction(method):
             setattr(cls, name, _translated_call(method))
     return cls
 
