@@ -96,6 +96,15 @@ def wait_http(url: str, timeout_s: float = 15.0, proc: subprocess.Popen | None =
     raise TimeoutError(f"{url} did not answer within {timeout_s}s")
 
 
+def start_fails(*args: str) -> str:
+    """Run `conveyor server ARGS`, expect it to stop at once with an error; return stderr."""
+    done = subprocess.run([sys.executable, "-m", "conveyor", "server", *args],
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode != 0
+    assert "Traceback" not in done.stderr
+    return done.stderr
+
+
 class ServerProcess:
     """A `conveyor server` child process on a free loopback port."""
 

@@ -41,6 +41,11 @@ class Message:
         return int(raw) if raw else None
 
     @property
+    def group_id(self) -> str | None:
+        """MessageGroupId (FIFO queues, and fair standard queues), if sent."""
+        return self.attributes.get("MessageGroupId") or None
+
+    @property
     def sent_ms(self) -> int | None:
         """SentTimestamp in epoch milliseconds, if sent."""
         raw = self.attributes.get("SentTimestamp")

@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from conveyor.ids import UuidSequence
-from conveyor.server import console, console_auth, sigv4
+from conveyor.server import console, sigv4
 from conveyor.server.access import AccessKey
 from conveyor.server.http import Request, Response
 from conveyor.server.metrics import CONTENT_TYPE_LATEST, ServerMetrics
@@ -50,7 +50,7 @@ class ServerSettings:
     dev_clock: bool = False  # expose POST /_conveyor/clock?advance=S for tests
     metrics_token: str = ""  # set: GET /metrics needs `Authorization: Bearer <it>`
     metrics_port: int | None = None  # set: /metrics is served there (handle_operator) only
-    console_session_s: int = console_auth.DEFAULT_SESSION_S
+    console_session_s: int = console.auth.DEFAULT_SESSION_S
 
 
 @dataclass(slots=True)
@@ -74,9 +74,9 @@ class App:
         self.stopping = False
         self._request_id = UuidSequence().next
         self._contexts: dict[tuple[str, str, str], RequestContext] = {}
-        self.console = console.Console(
-            service, settings.account_id,
-            {k: v.secret for k, v in settings.access_keys.items()}, settings.console_session_s)
+        self.console = console.Console(service, settings.account_id, settings.access_keys,
+                                       settings.console_session_s, self.metrics.requests.observe,
+                                       settings.default_region)
 
     # --- life cycle: background sweeps ----------------------------------------------------
 
@@ -196,15 +196,16 @@ class App:
         return claim, keys[claim.access_key]
 
     def _context(self, req: Request, claim: sigv4.Claim | None) -> RequestContext:
-        region = claim.region if claim and plain_name(claim.region) else None
-        key = (region or self.settings.default_region,
+        key = (claim.region if claim else self.settings.default_region,
                f"{req.scheme}://{req.headers.get('host') or 'localhost'}",
                claim.access_key if claim else "")
         ctx = self._contexts.get(key)
         if ctx is None:  # a client sends the same key, region and host every time
             if len(self._contexts) >= 1024:
                 self._contexts.clear()
-            ctx = self._contexts[key] = RequestContext(key[0], self.settings.account_id,
+            # An unchecked (unsigned) claim may name anything: only a plain name is a region.
+            region = key[0] if plain_name(key[0]) else self.settings.default_region
+            ctx = self._contexts[key] = RequestContext(region, self.settings.account_id,
                                                        key[1], key[2])
         return ctx
 

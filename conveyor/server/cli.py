@@ -22,7 +22,7 @@ from conveyor.clock import Clock
 from conveyor.server.access import AccessKey
 from conveyor.server.app import App, ServerSettings
 from conveyor.server.config import ConfigError, declare_queues, load, queue_declarations
-from conveyor.server.console_auth import DEFAULT_SESSION_S
+from conveyor.server.console.auth import DEFAULT_SESSION_S
 from conveyor.server.http import MAX_CONNECTIONS, REQUEST_TIMEOUT_S, HttpServer
 from conveyor.service import Service
 from conveyor.sqs import shapes

@@ -98,8 +98,10 @@ class ServiceBase:
                 orjson.dumps({"offset": start + page_size})).decode()
         return result
 
-    async def counts(self, queue: QueueRecord, now_ms: int) -> Counts:
-        """The queue's visible, in-flight and delayed messages at `now_ms`."""
+    async def counts(self, queue: QueueRecord, now_ms: int | None = None) -> Counts:
+        """The queue's visible, in-flight and delayed messages (at `now_ms`, or now)."""
+        if now_ms is None:
+            now_ms = self.clock.now_ms()
         return rules.counts(await self.store.tally(queue, now_ms,
                                                    rules.retention_cutoff_ms(queue, now_ms)))
 

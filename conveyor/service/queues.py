@@ -165,6 +165,10 @@ class QueueActions(ServiceBase):
         return [(q, await self.counts(q, now_ms))
                 for q in await self.store.list_queues(None, "")]
 
+    async def all_queues(self) -> list[QueueRecord]:
+        """Every queue of every region, without counts (the console counts one page)."""
+        return await self.store.list_queues(None, "")
+
     async def peek(self, queue: QueueRecord, limit: int) -> list[tuple[StoredMessage, int]]:
         """The queue's next messages and when each is (or becomes) visible, for the
         console: not an SQS action, and it changes nothing."""

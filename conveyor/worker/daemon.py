@@ -7,6 +7,15 @@
 
 At most HttpConnections + one batch of messages are held at once (`Slots`), so a free
 connection always finds the next message waiting instead of holding a batch hostage.
+
+On a FIFO queue, one message per MessageGroupId is at the app at a time, in receive order
+(`GroupQueues`); the group's later messages wait here, kept invisible, until it is done.
+When it fails, it is tried again here rather than handed back to SQS: SQS would not hand
+it out again while its group's later messages are in flight, and handing those back too
+would cost each of them a receive per failure (ApproximateReceiveCount counts every
+receive), so they would reach maxReceiveCount and the dead-letter queue with their first
+message, unprocessed. Its attempts are counted here the way SQS would count them, and
+after maxReceiveCount of them the worker moves it to the dead-letter queue itself.
 """
 
 from __future__ import annotations
@@ -41,9 +50,10 @@ from conveyor.worker.batcher import Batcher
 from conveyor.worker.config import WorkerConfig
 from conveyor.worker.delivery import Deliverer, Outcome
 from conveyor.worker.flow import IdleControl, Slots
+from conveyor.worker.groups import GroupQueues
 from conveyor.worker.metrics import WorkerMetrics
 from conveyor.worker.presence import Presence
-from conveyor.worker.queues import WorkerQueues, prepare_worker_queue
+from conveyor.worker.queues import WorkerQueues, prepare_worker_queue, send_to_dead_letter
 from conveyor.worker.status import StatusServer
 
 log = logging.getLogger(__name__)
@@ -51,6 +61,13 @@ log = logging.getLogger(__name__)
 SQS_MAX_RECEIVE = 10
 # Repeat "queue server unreachable" at most this often while it stays down.
 _ERROR_LOG_EVERY_S = 30.0
+# FIFO messages held here without a request (behind their group's first, or waiting for a
+# retry) take no slot: SQS holds their group back from every consumer anyway, so holding
+# them keeps nothing from anyone. What bounds them (their memory, the visibility extensions
+# they need) is this many per slot.
+_HELD_PER_SLOT = 10
+# A dead-letter queue that refused a message's copy is tried again this much later.
+_DEAD_LETTER_RETRY_S = 10
 
 
 @dataclass(slots=True)
@@ -64,6 +81,10 @@ class Job:
     started_s: float | None = None
     extending: bool = False
     released: bool = False
+    group: str | None = None  # MessageGroupId on a FIFO queue
+    waiting: bool = False  # held back here without a slot (behind its group, or a retry)
+    retry: asyncio.TimerHandle | None = None  # when a retry here is due
+    exhausted: bool = False  # failed maxReceiveCount times: for the dead-letter queue
 
 
 class Worker:
@@ -87,6 +108,9 @@ class Worker:
         self._poll_errors = ErrorBackoff(self._rng)
         self._poll_error_logged_s = -math.inf
         self._jobs: dict[str, Job] = {}
+        self._fifo = self.queue_name.endswith(".fifo")  # SQS requires the suffix
+        self._groups: GroupQueues[Job] = GroupQueues()
+        self._waiting = Slots(self._slots.capacity * _HELD_PER_SLOT)
         self._buffer: asyncio.Queue[Job | None] = asyncio.Queue()
         self._stopping = asyncio.Event()
         self._force = asyncio.Event()
@@ -145,6 +169,9 @@ class Worker:
                 continue
             self.queue_url = self.queues.queue_url
             self._poll_errors.reset()
+            if config.expired_to_dead_letter and self.queues.dead_letter_url is None:
+                log.warning("ExpiredToDeadLetter is set but queue %s has no dead-letter queue: "
+                            "messages older than RetentionPeriod are deleted", self.queue_name)
             return True
         return False
 
@@ -193,6 +220,9 @@ class Worker:
             job = self._buffer.get_nowait()
             if job is not None:
                 self._release(job)
+        for job in list(self._jobs.values()):
+            if job.started_s is None:  # waiting behind its FIFO group, or for a retry
+                self._release(job)
         open_requests = sum(job.started_s is not None for job in self._jobs.values())
         log.info("draining: queue=%s open_requests=%d deadline=%ds", self.queue_name,
                  open_requests, self.config.drain_timeout)
@@ -226,12 +256,15 @@ class Worker:
         assert self._sqs is not None
         config = self.config
         while True:
+            await self._waiting.wait_free()
             await self._slots.take(self._batch)
             started = time.monotonic()
             try:
+                # "All" system attributes: the daemon needs SentTimestamp (RetentionPeriod),
+                # MessageGroupId (FIFO order) and ApproximateReceiveCount (MaxRetries).
                 messages = await self._sqs.receive_messages(
                     self.queue_url, max_messages=self._batch, wait_time_s=config.poll_wait_time,
-                    visibility_timeout_s=config.visibility_timeout)
+                    visibility_timeout_s=config.visibility_timeout, system_attributes=("All",))
             except (SQSTransportError, SQSError) as exc:
                 self._slots.give(self._batch)
                 self._log_poll_error(exc)
@@ -254,6 +287,12 @@ class Worker:
         for message in messages:
             job = Job(message, received_s, visible_until, accepted_s=now)
             self._jobs[message.receipt_handle] = job
+            if self._fifo and message.group_id is not None:
+                job.group = message.group_id
+                if not self._groups.add(job.group, job):
+                    self._slots.give(1)
+                    self._wait(job)
+                    continue
             self._buffer.put_nowait(job)
         self.metrics.received(len(messages))
 
@@ -285,13 +324,12 @@ class Worker:
 
     async def _handle(self, job: Job) -> None:
         message = job.message
-        if self._expired(message):
-            self._finish(job)
-            self._submit_delete(message)
-            self.metrics.expired()
-            log.info("message expired (RetentionPeriod %ds), deleted unposted: queue=%s "
-                     "message=%s", self.config.retention_period, self.queue_name,
-                     message.message_id, extra=self._fields(message, outcome="expired"))
+        if job.exhausted:  # its copy to the dead-letter queue failed before: try again
+            await self._to_dead_letter(job, "MaxRetries")
+            return
+        age_s = self._age_s(message)
+        if age_s is not None and age_s > self.config.retention_period:
+            await self._expire(job, age_s)
             return
         if not await self._admit_scheduled(job):
             return
@@ -305,16 +343,16 @@ class Worker:
             raise
         finally:
             self.metrics.in_flight(-1)
-        self._finish(job)
         if outcome.ok:
             self._submit_delete(message)
+            self._finish(job)
             self.metrics.succeeded(outcome.elapsed_s)
             if log.isEnabledFor(logging.DEBUG):
                 log.debug("job done: queue=%s message=%s status=%s time=%.3fs", self.queue_name,
                           message.message_id, outcome.status, outcome.elapsed_s,
                           extra=self._fields(message, outcome="done", status=outcome.status))
         else:
-            self._retry(job, outcome)
+            await self._retry(job, outcome)
 
     async def _admit_scheduled(self, job: Job) -> bool:
         """Periodic tasks: a scheduled job whose run another message already carries is
@@ -323,21 +361,85 @@ class Worker:
             if await self.cron.admit(job.message):
                 return True
         except LedgerBusy as exc:
-            self._finish(job)
-            self._retry(job, Outcome(False, "run-ledger-unavailable", 0.0, detail=str(exc)))
+            await self._retry(job, Outcome(False, "run-ledger-unavailable", 0.0, detail=str(exc)))
             return False
-        self._finish(job)
         self._submit_delete(job.message)
+        self._finish(job)
         return False
 
-    def _expired(self, message: Message) -> bool:
-        first_ms = message.first_receive_ms or message.sent_ms
-        if first_ms is None:
-            return False
-        return self._clock() - first_ms / 1000 > self.config.retention_period
+    def _age_s(self, message: Message) -> float | None:
+        """Seconds since the message was sent (SentTimestamp), as RetentionPeriod counts.
+
+        The server stamps SentTimestamp and ApproximateFirstReceiveTimestamp with one clock,
+        so their difference is a lower bound of the age that no skew between its clock and
+        this machine's can shrink; this machine's clock says how long it has been since."""
+        sent_ms = message.sent_ms
+        if sent_ms is None:
+            return None
+        age_s = self._clock() - sent_ms / 1000
+        first_ms = message.first_receive_ms
+        if first_ms is not None:
+            age_s = max(age_s, (first_ms - sent_ms) / 1000)
+        return age_s
+
+    async def _expire(self, job: Job, age_s: float) -> None:
+        """RetentionPeriod is over: delete the message unposted (as Elastic Beanstalk does),
+        or with ExpiredToDeadLetter move it to the dead-letter queue."""
+        message = job.message
+        assert self.queues is not None
+        if self.config.expired_to_dead_letter and self.queues.dead_letter_url is not None:
+            if await self._to_dead_letter(job, f"RetentionPeriod, age {age_s:.0f}s"):
+                self.metrics.expired()
+            return
+        self._submit_delete(message)
+        self._finish(job)
+        self.metrics.expired()
+        log.info("message expired, deleted unposted: queue=%s message=%s age=%.0fs "
+                 "RetentionPeriod=%ds", self.queue_name, message.message_id, age_s,
+                 self.config.retention_period,
+                 extra=self._fields(message, outcome="expired", age_s=round(age_s, 3)))
 
     def _finish(self, job: Job) -> None:
+        """The daemon is done with this message; on a FIFO queue its group's next may go."""
         self._jobs.pop(job.message.receipt_handle, None)
+        self._stop_waiting(job)
+        if job.retry is not None:
+            job.retry.cancel()
+            job.retry = None
+        if job.group is None:
+            return
+        following = self._groups.remove(job.group, job)
+        if following is None:
+            return
+        if self._stopping.is_set():
+            self._release(following)  # and so, one by one, the rest of its group
+        else:
+            self._dispatch(following)
+
+    def _wait(self, job: Job) -> None:
+        """Hold a message here without a slot (see _HELD_PER_SLOT)."""
+        if not job.waiting:
+            job.waiting = True
+            self._waiting.overdraw(1)
+
+    def _stop_waiting(self, job: Job) -> None:
+        if job.waiting:
+            job.waiting = False
+            self._waiting.give(1)
+
+    def _dispatch(self, job: Job) -> None:
+        """Hand a held message to the dispatchers now, ahead of the next receive."""
+        job.retry = None
+        if job.released or job.message.receipt_handle not in self._jobs:
+            return
+        self._stop_waiting(job)
+        self._slots.overdraw(1)
+        self._buffer.put_nowait(job)
+
+    def _holds_group(self, job: Job) -> bool:
+        """True when later messages of this one's FIFO group wait here behind it."""
+        return (job.group is not None and self._groups.behind(job.group) > 0
+                and not self._stopping.is_set())
 
     def _submit_delete(self, message: Message) -> None:
         assert self._delete is not None
@@ -350,10 +452,12 @@ class Worker:
                         "message=%s code=%s", self.queue_name, message.message_id, refusal,
                         extra=self._fields(message, outcome="delete-failed", code=refusal))
 
-    def _retry(self, job: Job, outcome: Outcome) -> None:
-        """Return a failed message after a back-off (or at once if its next receive will
-        move it to the dead-letter queue)."""
-        assert self._change is not None and self.queues is not None
+    async def _retry(self, job: Job, outcome: Outcome) -> None:
+        """Try a failed message again after a back-off: SQS gives it back (or, once its
+        next receive would exceed maxReceiveCount, moves it to the dead-letter queue) -
+        unless later messages of its FIFO group wait here behind it (see the module's
+        docstring): then it is tried again, or dead-lettered, here."""
+        assert self.queues is not None
         message, config = job.message, self.config
         count = message.receive_count
         limit = self.queues.max_receive_count
@@ -366,9 +470,11 @@ class Worker:
         else:
             seconds = failure_visibility(count, config.error_visibility_timeout,
                                          config.max_error_visibility_timeout, self._rng)
-        self._change.submit(message.message_id, (message.receipt_handle, seconds))
         self.metrics.failed(outcome.status, outcome.elapsed_s)
+        held = self._holds_group(job)
         after = "moves to the dead-letter queue" if final else f"retry in {seconds}s"
+        if held:
+            after += f" (group {job.group}: {self._groups.behind(job.group or '')} behind it)"
         detail = f" ({outcome.detail})" if outcome.detail else ""
         log.warning("job failed: queue=%s message=%s status=%s time=%.3fs receive_count=%d "
                     "%s%s", self.queue_name, message.message_id, outcome.status,
@@ -376,6 +482,58 @@ class Worker:
                     extra=self._fields(message, outcome="dead-letter" if final else "retry",
                                        status=outcome.status, receive_count=count,
                                        retry_in_s=seconds))
+        if not held:
+            self._hand_back(job, seconds)
+        elif final:
+            job.exhausted = True
+            await self._to_dead_letter(job, "MaxRetries")
+        else:
+            # Tried again here, not received again: count the attempt as SQS would, for
+            # maxReceiveCount and for the app's X-Aws-Sqsd-Receive-Count.
+            message.attributes["ApproximateReceiveCount"] = str(count + 1)
+            self._hold(job, seconds)
+
+    def _hand_back(self, job: Job, seconds: int) -> None:
+        """Return a message to SQS, visible again after `seconds`."""
+        assert self._change is not None
+        self._finish(job)
+        self._change.submit(job.message.message_id, (job.message.receipt_handle, seconds))
+
+    def _hold(self, job: Job, seconds: float) -> None:
+        """Keep a message here (invisible, its group held back) and dispatch it again after
+        `seconds`."""
+        job.started_s = None
+        self._wait(job)
+        job.retry = asyncio.get_running_loop().call_later(seconds, self._dispatch, job)
+
+    def _later(self, job: Job, seconds: int) -> None:
+        """Try again after `seconds`: here if its FIFO group waits behind it, else via SQS."""
+        if self._holds_group(job):
+            self._hold(job, seconds)
+        else:
+            self._hand_back(job, seconds)
+
+    async def _to_dead_letter(self, job: Job, reason: str) -> bool:
+        """Copy a message into the dead-letter queue, then delete it; True when done.
+        If the copy fails, the message is tried again later: nothing disappears."""
+        assert self._sqs is not None and self.queues is not None
+        message, dead_letter_url = job.message, self.queues.dead_letter_url
+        assert dead_letter_url is not None
+        try:
+            copy_id = await send_to_dead_letter(self._sqs, dead_letter_url, message)
+        except (SQSTransportError, SQSError) as exc:
+            log.warning("could not move to the dead-letter queue, trying again in %ds: "
+                        "queue=%s message=%s: %s", _DEAD_LETTER_RETRY_S, self.queue_name,
+                        message.message_id, exc)
+            self._later(job, _DEAD_LETTER_RETRY_S)
+            return False
+        self._submit_delete(message)
+        self._finish(job)
+        log.warning("moved to the dead-letter queue (%s): queue=%s message=%s "
+                    "dead_letter_message=%s", reason, self.queue_name, message.message_id,
+                    copy_id, extra=self._fields(message, outcome="dead-lettered",
+                                                dead_letter_message_id=copy_id))
+        return True
 
     def _release(self, job: Job) -> None:
         """Hand a message back at once (visibility 0) so another worker can take it."""
@@ -383,11 +541,11 @@ class Worker:
         if job.released:
             return
         job.released = True
-        self._finish(job)
         self._change.submit(job.message.message_id, (job.message.receipt_handle, 0))
         self.metrics.released()
         log.info("released: queue=%s message=%s", self.queue_name, job.message.message_id,
                  extra=self._fields(job.message, outcome="released"))
+        self._finish(job)
 
     def _fields(self, message: Message, **more: Any) -> dict[str, Any]:
         """What a JSON log line (conveyor.logs) carries besides its text."""
@@ -397,7 +555,11 @@ class Worker:
 
     async def _heartbeat_loop(self) -> None:
         """Extend the visibility of messages whose request is still open (seed 003), up to
-        ConnectTimeout + InactivityTimeout; release buffered ones about to reappear."""
+        ConnectTimeout + InactivityTimeout; release buffered ones about to reappear.
+
+        FIFO messages waiting here are extended instead: released, one would let SQS hand
+        its group out again behind the back of this worker, or cost a receive to each
+        message of the group behind it."""
         vt = self.config.visibility_timeout
         if vt == 0:
             return  # the operator asked for messages never to be hidden
@@ -410,9 +572,9 @@ class Worker:
             for job in list(self._jobs.values()):
                 if job.extending or job.visible_until_s - now > margin_s:
                     continue
-                if job.started_s is None:
+                if job.started_s is None and job.group is None:
                     self._release(job)
-                elif now - job.started_s < limit_s:
+                elif job.started_s is None or now - job.started_s < limit_s:
                     self._extend(job, now)
 
     def _extend(self, job: Job, now: float) -> None:
@@ -427,11 +589,11 @@ class Worker:
                 job.extending = False
                 job.visible_until_s = now + seconds
                 self.metrics.extended(1)
-            elif job.started_s is not None and job.message.receipt_handle in self._jobs:
+            elif job.message.receipt_handle in self._jobs:
                 # left `extending` so it is not retried every tick
                 log.warning("could not extend visibility, the message may be delivered again "
-                            "while it runs: queue=%s message=%s code=%s", self.queue_name,
-                            job.message.message_id, refusal)
+                            "while this worker holds it: queue=%s message=%s code=%s",
+                            self.queue_name, job.message.message_id, refusal)
 
         future.add_done_callback(done)
 

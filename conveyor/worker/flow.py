@@ -22,6 +22,17 @@ class Slots:
             await self._changed.wait()
         self.free -= count
 
+    def overdraw(self, count: int) -> None:
+        """Hold `count` slots now, past the capacity if need be, for a message that cannot
+        wait (a FIFO group's next message): the next take waits a little longer instead."""
+        self.free -= count
+
+    async def wait_free(self) -> None:
+        """Wait until at least one slot is free, without taking it."""
+        while self.free < 1:
+            self._changed.clear()
+            await self._changed.wait()
+
     def give(self, count: int) -> None:
         """Return `count` slots."""
         if count:

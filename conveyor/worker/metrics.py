@@ -30,8 +30,10 @@ class WorkerMetrics:
             "conveyor_worker_messages_dead_lettered",
             "Failures on the last receive before the dead-letter queue takes the message.",
             q, registry=reg)
-        self._expired = Counter("conveyor_worker_messages_expired",
-                                "Messages deleted unposted after RetentionPeriod.", q, registry=reg)
+        self._expired = Counter(
+            "conveyor_worker_messages_expired",
+            "Messages older than RetentionPeriod (from SentTimestamp), not posted: deleted, or "
+            "moved to the dead-letter queue with ExpiredToDeadLetter.", q, registry=reg)
         self._released = Counter("conveyor_worker_messages_released",
                                  "Messages handed back with visibility 0 (drain).", q, registry=reg)
         self._in_flight = Gauge("conveyor_worker_in_flight", "Requests open to the app.",
@@ -86,7 +88,7 @@ class WorkerMetrics:
         self._dead_lettered.labels(self.queue).inc()
 
     def expired(self) -> None:
-        """Count a message deleted for RetentionPeriod."""
+        """Count a message set aside unposted for RetentionPeriod."""
         self._expired.labels(self.queue).inc()
 
     def released(self, count: int = 1) -> None:

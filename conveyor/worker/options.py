@@ -66,7 +66,8 @@ EB_OPTIONS = (
     Option("ErrorVisibilityTimeout", "error_visibility_timeout", int, 2,
            "Seconds before a failed message is visible again (first retry).", 0, 43200),
     Option("RetentionPeriod", "retention_period", int, 345600,
-           "Seconds after first receipt after which a message is deleted unposted.",
+           "Seconds after it was sent (SentTimestamp) after which a message is deleted "
+           "unposted.",
            60, 1209600),
     Option("MaxRetries", "max_retries", int, 10,
            "Receives before a message moves to the dead-letter queue (maxReceiveCount).",
@@ -78,6 +79,9 @@ CONVEYOR_OPTIONS = (
     Option("AppURL", "app_url", str, "http://localhost:80", "Base URL of the app."),
     Option("AcceptAny2xx", "accept_any_2xx", bool, False,
            "Treat any 2xx answer as success (EB accepts only 200).", flag_name="accept-any-2xx"),
+    Option("ExpiredToDeadLetter", "expired_to_dead_letter", bool, False,
+           "Move messages older than RetentionPeriod to the dead-letter queue instead of "
+           "deleting them (EB deletes them)."),
     Option("MaxErrorVisibilityTimeout", "max_error_visibility_timeout", int, 3600,
            "Cap of the exponential back-off after repeated failures (seconds).", 0, 43200),
     Option("DrainTimeout", "drain_timeout", int, 30,

@@ -7,13 +7,15 @@ from dataclasses import dataclass
 
 import orjson
 
-from conveyor.client import SQSClient, SQSError, queue_name_from_url
+from conveyor.client import Message, SQSClient, SQSError, queue_name_from_url
 
 log = logging.getLogger(__name__)
 
 _NO_QUEUE = ("QueueDoesNotExist", "AWS.SimpleQueueService.NonExistentQueue")
 # Dead letters are kept as long as SQS allows: they are there to be looked at.
 DLQ_RETENTION_S = 1209600
+# What SendMessage takes back of a received message attribute.
+_ATTRIBUTE_FIELDS = ("DataType", "StringValue", "BinaryValue")
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,3 +101,20 @@ async def prepare_worker_queue(sqs: SQSClient, queue_url: str, *, create: bool,
         log.warning("queue %s: the server names it %s (configured %s)", name,
                     queues.queue_url, queue_url)
     return queues
+
+
+async def send_to_dead_letter(sqs: SQSClient, dead_letter_url: str, message: Message) -> str:
+    """Copy `message` (body, message attributes, FIFO group) into the dead-letter queue and
+    return the copy's id; the caller deletes the original after. SQS has no call that moves
+    one message, so this is what a worker that must dead-letter a message itself can do.
+
+    On a FIFO dead-letter queue the copy is deduplicated by the original's id, so a send
+    retried after a lost answer, or by another worker, stores one copy (within SQS's
+    5-minute deduplication interval)."""
+    attributes = {name: {k: v for k, v in value.items() if k in _ATTRIBUTE_FIELDS}
+                  for name, value in message.message_attributes.items()}
+    fifo = queue_name_from_url(dead_letter_url).endswith(".fifo")
+    return await sqs.send_message(
+        dead_letter_url, message.body, attributes=attributes or None,
+        group_id=message.group_id if fifo else None,
+        deduplication_id=message.message_id if fifo else None)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -13,6 +13,7 @@ import pytest
 from aiohttp import web
 
 from conveyor.worker import Worker, load_config
+from tests.support import ServerProcess, sqs_client
 
 # Small values so every test runs in seconds; tests never assert how long anything took.
 FAST = {
@@ -22,6 +23,20 @@ FAST = {
     "ErrorVisibilityTimeout": 0,
     "DrainTimeout": 2,
 }
+
+
+@pytest.fixture(scope="module")
+def clock_server(tmp_path_factory) -> Iterator[ServerProcess]:
+    """A relaxed server whose clock tests move (tests.server.helpers.advance_clock)."""
+    proc = ServerProcess(tmp_path_factory.mktemp("clock-server"), "--mode", "relaxed",
+                         "--dev-clock").start()
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture
+def clock_sqs(clock_server: ServerProcess) -> Any:
+    return sqs_client(clock_server.url)
 
 
 def run(coro: Coroutine[Any, Any, Any], timeout_s: float = 90.0) -> Any:

@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import time
 
 from aiohttp import web
 
+from tests.server.helpers import advance_clock
 from tests.support import free_port
 from tests.worker.conftest import (
     Recorded,
@@ -77,6 +79,59 @@ def test_message_older_than_retention_period_is_deleted_unposted(sqs, queue_name
             await wait_until(lambda: queue_total(sqs, url) == 0, what="the delete")
             expired = worker.metrics.value("conveyor_worker_messages_expired_total")
         assert app.requests == []
+        assert expired == 1
+
+    run(scenario())
+
+
+def test_retention_period_counts_from_sent_timestamp(clock_server, clock_sqs, queue_name,
+                                                     caplog):
+    """Seed 000: RetentionPeriod is how long a message is valid. One that waited in the
+    backlog longer than that is not POSTed, though this is its first receive."""
+    sqs = clock_sqs
+    url = make_queue(sqs, queue_name)
+    msgid = sqs.send_message(QueueUrl=url, MessageBody="stale")["MessageId"]
+    advance_clock(clock_server.url, 120)  # it waits two minutes before anyone receives it
+
+    async def scenario() -> None:
+        async with recording_app() as app, running_worker(
+                url, app.url, RetentionPeriod=60) as worker:
+            await wait_until(lambda: queue_total(sqs, url) == 0, what="the delete")
+            expired = worker.metrics.value("conveyor_worker_messages_expired_total")
+        assert app.requests == []
+        assert expired == 1
+
+    with caplog.at_level(logging.INFO, logger="conveyor.worker"):
+        run(scenario())
+    [line] = [r.getMessage() for r in caplog.records if "expired" in r.getMessage()]
+    assert f"message={msgid}" in line
+    assert f"queue={queue_name}" in line
+    age = re.search(r"age=(\d+)s", line)
+    assert age is not None and int(age.group(1)) >= 120
+
+
+def test_expired_message_goes_to_the_dead_letter_queue_when_asked(clock_server, clock_sqs,
+                                                                  queue_name):
+    sqs = clock_sqs
+    dlq_url = make_queue(sqs, f"{queue_name}-dlq")
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url,
+                                       AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    url = make_queue(sqs, queue_name, RedrivePolicy=json.dumps(
+        {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 10}))
+    attributes = {"tenant": {"DataType": "String", "StringValue": "acme"},
+                  "blob": {"DataType": "Binary", "BinaryValue": b"\x00\xff"}}
+    sqs.send_message(QueueUrl=url, MessageBody="stale", MessageAttributes=attributes)
+    advance_clock(clock_server.url, 120)
+
+    async def scenario() -> None:
+        async with recording_app() as app, running_worker(
+                url, app.url, RetentionPeriod=60, ExpiredToDeadLetter=True) as worker:
+            dead = await _receive_one(sqs, dlq_url)
+            await wait_until(lambda: queue_total(sqs, url) == 0, what="the delete")
+            expired = worker.metrics.value("conveyor_worker_messages_expired_total")
+        assert app.requests == []
+        assert dead["Body"] == "stale"
+        assert dead["MessageAttributes"] == attributes
         assert expired == 1
 
     run(scenario())
