@@ -380,9 +380,12 @@ class PostgresStore:
 
     @contextlib.asynccontextmanager
     async def exclusive(self, name: str) -> AsyncIterator[bool]:
-        """A transaction-scoped advisory lock on `name`, held for the block if won."""
+        """A transaction-scoped advisory lock on `name`, held for the block if won.
+        Advisory locks are database-wide: the name is qualified with the schema, or the
+        nodes of another installation in the same database would take our turns."""
         async with self._tx() as db:
-            yield await db.fetchval("SELECT pg_try_advisory_xact_lock(hashtext($1))", name)
+            yield await db.fetchval("SELECT pg_try_advisory_xact_lock(hashtext($1))",
+                                    f"{self.schema or ''}:{name}")
 
     @contextlib.asynccontextmanager
     async def _conn(self) -> AsyncIterator[asyncpg.Connection]:
