@@ -1,0 +1,70 @@
+"""Build Conveyor's wheel once and install it into a fresh venv outside the clone."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import venv
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class Installed:
+    """A wheel and the venv it was installed into, both in a temporary directory."""
+
+    wheel: Path
+    sdist: Path
+    venv: Path
+    home: Path  # an empty working directory far from the clone
+
+    @property
+    def conveyor(self) -> str:
+        return str(self.venv / "bin" / "conveyor")
+
+    @property
+    def python(self) -> str:
+        return str(self.venv / "bin" / "python")
+
+    def env(self, **extra: str) -> dict[str, str]:
+        """The environment a user's shell would have: nothing pointing into the clone."""
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
+        env["PATH"] = f"{self.venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+        return {**env, **extra}
+
+    def run(self, *args: str, timeout_s: float = 60) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(args, cwd=self.home, env=self.env(), capture_output=True,
+                              text=True, timeout=timeout_s, check=False)
+
+
+def _run(cmd: list[str], cwd: Path, timeout_s: float) -> None:
+    done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout_s,
+                          check=False)
+    if done.returncode:
+        pytest.fail(f"{' '.join(cmd)} exited {done.returncode}\n{done.stdout}\n{done.stderr}")
+
+
+@pytest.fixture(scope="session")
+def installed(tmp_path_factory) -> Installed:
+    """`python -m build` (sdist, then the wheel from the sdist), then `pip install` the wheel
+    into a new venv with the project's pinned versions (constraints.txt)."""
+    tmp = tmp_path_factory.mktemp("packaging")
+    dist = tmp / "dist"
+    # No build isolation: the build backend pinned in the dev extras builds offline.
+    _run([sys.executable, "-m", "build", "--no-isolation", "--outdir", str(dist), str(ROOT)],
+         cwd=tmp, timeout_s=120)
+    (wheel,) = dist.glob("*.whl")
+    (sdist,) = dist.glob("*.tar.gz")
+    env_dir = tmp / "venv"
+    venv.create(env_dir, with_pip=True)
+    _run([str(env_dir / "bin" / "python"), "-m", "pip", "install", "-q",
+          "-c", str(ROOT / "constraints.txt"), str(wheel)], cwd=tmp, timeout_s=300)
+    home = tmp / "home"
+    home.mkdir()
+    return Installed(wheel, sdist, env_dir, home)
