@@ -5,8 +5,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
+import time
 import venv
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -68,3 +72,41 @@ def installed(tmp_path_factory) -> Installed:
     home = tmp / "home"
     home.mkdir()
     return Installed(wheel, sdist, env_dir, home)
+
+
+@dataclass
+class SampleApp:
+    """A job endpoint: records each POST (path, headers, body) and answers 200; a body
+    `slow:N` takes N seconds first. `finished` lists the bodies answered."""
+
+    url: str
+    posts: list[tuple[str, dict[str, str], bytes]] = field(default_factory=list)
+    finished: list[bytes] = field(default_factory=list)
+
+
+@pytest.fixture
+def sample_app() -> Iterator[SampleApp]:
+    app = SampleApp("")
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - the http.server hook's name
+            body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            app.posts.append((self.path, dict(self.headers), body))
+            if body.startswith(b"slow:"):
+                time.sleep(float(body[5:]))
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"ok")
+            app.finished.append(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    app.url = f"http://127.0.0.1:{httpd.server_address[1]}"
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield app
+    httpd.shutdown()
+    httpd.server_close()

@@ -9,17 +9,14 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import threading
 import time
 import urllib.request
 import zipfile
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
-from tests.packaging.conftest import ROOT, Installed
+from tests.packaging.conftest import ROOT, Installed, SampleApp
 from tests.support import free_port, sqs_client, wait_http
 
 pytestmark = pytest.mark.packaging
@@ -67,34 +64,6 @@ def test_command_and_version_come_from_the_venv(installed: Installed) -> None:
     assert installed.run(installed.python, "-m", "conveyor", "--help").returncode == 0
 
 
-class _App(BaseHTTPRequestHandler):
-    """A sample app: records each POST and answers 200."""
-
-    posts: list[tuple[str, dict[str, str], bytes]] = []
-
-    def do_POST(self) -> None:  # noqa: N802 - the http.server hook's name
-        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        self.posts.append((self.path, dict(self.headers), body))
-        self.send_response(200)
-        self.send_header("Content-Length", "2")
-        self.end_headers()
-        self.wfile.write(b"ok")
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
-@pytest.fixture
-def sample_app() -> Iterator[tuple[str, list]]:
-    _App.posts = []
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _App)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}", _App.posts
-    httpd.shutdown()
-    httpd.server_close()
-
-
 def _spawn(installed: Installed, *args: str) -> subprocess.Popen:
     log = open(installed.home / f"{args[0]}.log", "ab")  # noqa: SIM115 - the child's lifetime
     return subprocess.Popen([installed.conveyor, *args], cwd=installed.home,
@@ -113,8 +82,8 @@ def _stop(proc: subprocess.Popen, timeout_s: float = 20) -> int:
 
 
 def test_server_console_and_worker_through_the_wheel(installed: Installed,
-                                                     sample_app: tuple[str, list]) -> None:
-    app_url, posts = sample_app
+                                                     sample_app: SampleApp) -> None:
+    app_url, posts = sample_app.url, sample_app.posts
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     server = _spawn(installed, "server", "--port", str(port), "--data-dir", "data")
