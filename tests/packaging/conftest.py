@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 import threading
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import click
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -110,3 +112,23 @@ def sample_app() -> Iterator[SampleApp]:
     yield app
     httpd.shutdown()
     httpd.server_close()
+
+
+def parse_conveyor_args(args: list[str], env: dict[str, str]) -> None:
+    """Parse a deployed `conveyor ...` command line as the CLI would, with its environment:
+    an unknown option or a bad value fails the test."""
+    from conveyor.cli import main
+
+    rest = list(args)
+    command: click.Command = main
+    while isinstance(command, click.Group) and rest and rest[0] in command.commands:
+        command = command.commands[rest.pop(0)]
+    assert not isinstance(command, click.Group), f"no subcommand in {args}"
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in env.items():
+            patch.setenv(key, value)
+        try:
+            command.make_context(shlex.join(args), rest)
+        except click.UsageError as exc:
+            if "does not exist" not in str(exc):  # CONVEYOR_CONFIG: a file only a pod has
+                raise

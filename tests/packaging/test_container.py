@@ -1,7 +1,8 @@
 """The container image (Containerfile), built and run with podman: the server through a
 published loopback port (send, receive, console, HEALTHCHECK, non-root), a restart that
 keeps queued messages in the volume, a worker that POSTs to a sample app and drains on
-`podman stop`, and `conveyor up` from the same image.
+`podman stop`, `conveyor up` from the same image, and deploy/compose/compose.yaml
+(server + worker + sample app) under podman-compose.
 
 No registry is reachable on CI's machines: .ci/container-setup installs podman and runc
 and builds a local Debian base (mmdebstrap), which the build takes as its BASE argument.
@@ -14,6 +15,7 @@ import os
 import resource
 import shutil
 import subprocess
+import sys
 import time
 import urllib.request
 import uuid
@@ -81,7 +83,8 @@ def _containers_conf(path: Path) -> Path:
     files = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     procs = min(resource.getrlimit(resource.RLIMIT_NPROC)[0], 4096)
     path.write_text(f'[containers]\ndefault_ulimits = ["nofile={files}:{files}", '
-                    f'"nproc={procs}:{procs}"]\n')
+                    f'"nproc={procs}:{procs}"]\n'
+                    '[engine]\nruntime = "runc"  # for podman-compose, which runs podman itself\n')
     return path
 
 
@@ -198,3 +201,39 @@ def test_up_runs_from_the_same_image(podman: Podman, sample_app: SampleApp) -> N
     assert posts and posts[0][2] == b"via up", podman.logs(name)
     podman("stop", "-t", "30", name)
     assert podman.exit_code(name) == 0, podman.logs(name)
+
+
+def test_compose_runs_server_worker_and_sample_app(podman: Podman) -> None:
+    project = f"conveyor-test-{uuid.uuid4().hex[:8]}"
+    compose = [sys.executable, "-m", "podman_compose", "-p", project,
+               "-f", str(ROOT / "deploy" / "compose" / "compose.yaml")]
+    port = free_port()
+    env = {**podman.env, "CONVEYOR_IMAGE": IMAGE, "CONVEYOR_PORT": str(port)}
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*compose, *args], env=env, capture_output=True, text=True,
+                              timeout=120, check=False)
+
+    up = run("up", "-d")
+    try:
+        assert up.returncode == 0, up.stdout + up.stderr
+        url = f"http://127.0.0.1:{port}"
+        wait_http(url + "/health", timeout_s=30)
+        sqs = sqs_client(url)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # the worker creates its queue when it starts
+            if sqs.list_queues(QueueNamePrefix="jobs").get("QueueUrls"):
+                break
+            time.sleep(0.2)
+        sqs.send_message(QueueUrl=f"{url}/000000000000/jobs", MessageBody='{"via": "compose"}')
+        logs = ""
+        while '"via' not in logs and time.monotonic() < deadline:
+            time.sleep(0.2)
+            logs = run("logs", "app").stdout
+        assert '\\"via\\": \\"compose\\"' in logs, logs + run("logs", "worker").stdout
+    finally:
+        ids = podman("ps", "-a", "-q", "--filter",
+                     f"label=io.podman.compose.project={project}", check=False).stdout.split()
+        if ids:  # -v: the anonymous /data volumes of the worker and app containers too
+            podman("rm", "-f", "-v", "-t", "30", *ids, check=False)
+        run("down", "-v")
