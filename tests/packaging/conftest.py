@@ -49,6 +49,17 @@ class Installed:
                               text=True, timeout=timeout_s, check=False)
 
 
+def require_module(name: str):
+    """Import a dev tool (pyproject's dev extras); without it skip locally, fail in CI."""
+    try:
+        return __import__(name)
+    except ImportError:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{name} is not installed (CI must not skip): pip install -e '.[dev]'")
+        pytest.skip(f"{name} is not installed: pip install -c constraints.txt -e '.[dev]'",
+                    allow_module_level=True)
+
+
 def _run(cmd: list[str], cwd: Path, timeout_s: float) -> None:
     done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout_s,
                           check=False)
@@ -60,6 +71,7 @@ def _run(cmd: list[str], cwd: Path, timeout_s: float) -> None:
 def installed(tmp_path_factory) -> Installed:
     """`python -m build` (sdist, then the wheel from the sdist), then `pip install` the wheel
     into a new venv with the project's pinned versions (constraints.txt)."""
+    require_module("build.env")  # not a bare `build`: a build/ folder imports as one
     tmp = tmp_path_factory.mktemp("packaging")
     dist = tmp / "dist"
     # No build isolation: the build backend pinned in the dev extras builds offline.

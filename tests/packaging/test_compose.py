@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.packaging.conftest import ROOT, parse_conveyor_args
+from tests.packaging.conftest import ROOT, parse_conveyor_args, require_module
 
 COMPOSE = ROOT / "deploy" / "compose"
 FILES = sorted(COMPOSE.glob("compose*.yaml"))
@@ -34,7 +34,7 @@ def test_both_files_are_there() -> None:
 
 @pytest.mark.parametrize("path", FILES, ids=[p.name for p in FILES])
 def test_podman_compose_reads_the_file(path) -> None:
-    pytest.importorskip("podman_compose")
+    require_module("podman_compose")
     done = subprocess.run([sys.executable, "-m", "podman_compose", "-f", str(path), "config"],
                           capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stdout + done.stderr

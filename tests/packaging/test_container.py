@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.packaging.conftest import ROOT, SampleApp
+from tests.packaging.conftest import ROOT, SampleApp, require_module
 from tests.support import free_port, sqs_client, wait_http
 
 pytestmark = [pytest.mark.packaging, pytest.mark.container]
@@ -204,6 +204,7 @@ def test_up_runs_from_the_same_image(podman: Podman, sample_app: SampleApp) -> N
 
 
 def test_compose_runs_server_worker_and_sample_app(podman: Podman) -> None:
+    require_module("podman_compose")
     project = f"conveyor-test-{uuid.uuid4().hex[:8]}"
     compose = [sys.executable, "-m", "podman_compose", "-p", project,
                "-f", str(ROOT / "deploy" / "compose" / "compose.yaml")]

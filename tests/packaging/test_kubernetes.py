@@ -13,9 +13,9 @@ import jsonschema
 import pytest
 import yaml
 
-from tests.packaging.conftest import ROOT, parse_conveyor_args
+from tests.packaging.conftest import ROOT, parse_conveyor_args, require_module
 
-kubernetes_validate = pytest.importorskip("kubernetes_validate")
+kubernetes_validate = require_module("kubernetes_validate")
 
 MANIFESTS = ROOT / "deploy" / "kubernetes"
 KEDA_SCHEMA = Path(__file__).parent / "schemas" / "keda-2.16.1-scaledobject.yaml"
