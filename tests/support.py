@@ -11,6 +11,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from typing import NoReturn
 
 import boto3
 import pytest
@@ -35,11 +36,16 @@ def postgres_available() -> bool:
 
 def require_postgres() -> None:
     """Skip without PostgreSQL on a developer's machine; in CI (CI=true) fail instead."""
-    if postgres_available():
-        return
+    if not postgres_available():
+        unavailable(f"PostgreSQL is not reachable at {POSTGRES_URL}")
+
+
+def unavailable(reason: str) -> NoReturn:
+    """Something a test needs is missing: skip on a developer's machine, fail in CI (CI=true),
+    which must run everything."""
     if os.environ.get("CI") == "true":
-        pytest.fail(f"PostgreSQL is not reachable at {POSTGRES_URL} (CI must not skip)")
-    pytest.skip(f"PostgreSQL is not reachable at {POSTGRES_URL}")
+        pytest.fail(f"{reason} (CI must not skip)")
+    pytest.skip(reason)
 
 
 def isolated(store_args: list[str]) -> list[str]:
@@ -94,6 +100,15 @@ def wait_http(url: str, timeout_s: float = 15.0, proc: subprocess.Popen | None =
         except OSError:
             time.sleep(0.05)
     raise TimeoutError(f"{url} did not answer within {timeout_s}s")
+
+
+def start_fails(*args: str) -> str:
+    """Run `conveyor server ARGS`, expect it to stop at once with an error; return stderr."""
+    done = subprocess.run([sys.executable, "-m", "conveyor", "server", *args],
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode != 0
+    assert "Traceback" not in done.stderr
+    return done.stderr
 
 
 class ServerProcess:

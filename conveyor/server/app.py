@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from conveyor.ids import UuidSequence
-from conveyor.server import console, console_auth, sigv4
+from conveyor.server import console, sigv4
 from conveyor.server.access import AccessKey
 from conveyor.server.http import Request, Response
 from conveyor.server.metrics import CONTENT_TYPE_LATEST, ServerMetrics
@@ -29,7 +29,7 @@ from conveyor.service.base import queue_name_from
 from conveyor.service.validate import plain_name
 from conveyor.sqs import jsonproto, queryproto
 from conveyor.sqs.errors import InternalError, RequestTooLarge, ServiceUnavailable, SqsError
-from conveyor.store.base import QueueRecord, StoreError, StoreUnavailable
+from conveyor.store.base import StoreError, StoreUnavailable
 
 log = logging.getLogger("conveyor.server")
 
@@ -50,7 +50,7 @@ class ServerSettings:
     dev_clock: bool = False  # expose POST /_conveyor/clock?advance=S for tests
     metrics_token: str = ""  # set: GET /metrics needs `Authorization: Bearer <it>`
     metrics_port: int | None = None  # set: /metrics is served there (handle_operator) only
-    console_session_s: int = console_auth.DEFAULT_SESSION_S
+    console_session_s: int = console.auth.DEFAULT_SESSION_S
 
 
 @dataclass(slots=True)
@@ -67,36 +67,16 @@ class App:
     def __init__(self, service: Service, settings: ServerSettings) -> None:
         self.service = service
         self.settings = settings
-        self.metrics = ServerMetrics(service.store)
+        self.metrics = ServerMetrics(service.store_figures)
         self.waiters = Waiters()
-        self.service.on_ready = self._ready
-        self.service.on_later = lambda queue, seconds: self.waiters.notify_later(queue.id, seconds)
+        self.service.wakeups = self.waiters  # sends, releases and other nodes wake long polls
         self._tasks: list[asyncio.Task[None]] = []
-        self._announcing: set[asyncio.Task[None]] = set()
         self.stopping = False
         self._request_id = UuidSequence().next
         self._contexts: dict[tuple[str, str, str], RequestContext] = {}
-        self.service.store.on_remote_ready = self.waiters.notify
-        self.service.store.on_remote_missed = self.waiters.notify_all
-        self.console = console.Console(
-            service, settings.account_id,
-            {k: v.secret for k, v in settings.access_keys.items()}, settings.console_session_s)
-
-    def _ready(self, queue: QueueRecord, count: int) -> None:
-        """Messages became receivable: wake local long polls, and other nodes' ones."""
-        self.waiters.notify(queue.id, count)
-        if self.service.store.shared:
-            task = asyncio.create_task(self.service.store.announce(queue.id, count))
-            self._announcing.add(task)
-            task.add_done_callback(self._announced)
-
-    def _announced(self, task: asyncio.Task[None]) -> None:
-        self._announcing.discard(task)
-        error = None if task.cancelled() else task.exception()
-        # Unavailable: the store logs the outage, and the other nodes, who lost their
-        # notifications too, wake all their long polls once it is over.
-        if error is not None and not isinstance(error, StoreUnavailable):
-            log.warning("could not announce to other nodes: %s", error)
+        self.console = console.Console(service, settings.account_id, settings.access_keys,
+                                       settings.console_session_s, self.metrics.requests.observe,
+                                       settings.default_region)
 
     # --- life cycle: background sweeps ----------------------------------------------------
 
@@ -123,10 +103,10 @@ class App:
                 log.exception("background job %s failed", job.__name__)
 
     async def _follow_skew(self) -> None:
-        self.service.clock.skew_ms = self.service.store.clock_skew_ms
+        self.service.follow_store_clock()
 
     async def _expire(self) -> None:
-        removed = await self.service.store.expire(self.service.clock.now_ms())
+        removed = await self.service.expire_messages()
         if removed:
             log.info("retention: deleted %d expired messages", removed)
 
@@ -216,15 +196,16 @@ class App:
         return claim, keys[claim.access_key]
 
     def _context(self, req: Request, claim: sigv4.Claim | None) -> RequestContext:
-        region = claim.region if claim and plain_name(claim.region) else None
-        key = (region or self.settings.default_region,
+        key = (claim.region if claim else self.settings.default_region,
                f"{req.scheme}://{req.headers.get('host') or 'localhost'}",
                claim.access_key if claim else "")
         ctx = self._contexts.get(key)
         if ctx is None:  # a client sends the same key, region and host every time
             if len(self._contexts) >= 1024:
                 self._contexts.clear()
-            ctx = self._contexts[key] = RequestContext(key[0], self.settings.account_id,
+            # An unchecked (unsigned) claim may name anything: only a plain name is a region.
+            region = key[0] if plain_name(key[0]) else self.settings.default_region
+            ctx = self._contexts[key] = RequestContext(region, self.settings.account_id,
                                                        key[1], key[2])
         return ctx
 

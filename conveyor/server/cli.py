@@ -22,7 +22,7 @@ from conveyor.clock import Clock
 from conveyor.server.access import AccessKey
 from conveyor.server.app import App, ServerSettings
 from conveyor.server.config import ConfigError, declare_queues, load, queue_declarations
-from conveyor.server.console_auth import DEFAULT_SESSION_S
+from conveyor.server.console.auth import DEFAULT_SESSION_S
 from conveyor.server.http import MAX_CONNECTIONS, REQUEST_TIMEOUT_S, HttpServer
 from conveyor.service import Service
 from conveyor.sqs import shapes
@@ -34,7 +34,6 @@ log = logging.getLogger("conveyor.server")
 
 DEFAULT_PORT = 9324  # ElasticMQ's port: existing local-SQS setups point here already
 LOG_LEVELS = ("debug", "info", "warning", "error")
-QUEUE_CACHE_SHARED_S = 1.0  # with several nodes, another node's queue change shows within this
 OPERATOR_MAX_BODY_BYTES = 64 * 1024  # the metrics listener takes GETs only
 # RFC 6750 §2.1: what a bearer token may contain (b64token), so it fits the header as is.
 BEARER_TOKEN = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
@@ -199,9 +198,7 @@ async def serve(settings: dict[str, Any]) -> None:
                                      FD_RESERVE + settings["pool_size"])
     clock = Clock(settings.get("dev_clock_skew") or 0.0)
     store = await open_store(settings, clock)
-    clock.skew_ms = store.clock_skew_ms
-    service = Service(store, MODES[settings["mode"]], clock, settings["account_id"],
-                      queue_cache_s=QUEUE_CACHE_SHARED_S if store.shared else float("inf"))
+    service = Service(store, MODES[settings["mode"]], clock, settings["account_id"])
     try:
         await declare_queues(service, settings["queues"], settings["account_id"],
                              settings["region"])
@@ -312,7 +309,7 @@ async def open_store(settings: dict[str, Any], clock: Clock) -> Store:
     if target.startswith(("postgresql://", "postgres://")):
         from conveyor.store.postgres import PostgresStore
 
-        return await PostgresStore(target, settings["pool_size"], clock.local_ms).open()
+        return await PostgresStore(target, settings["pool_size"], clock).open()
     raise ConfigError(f"--store {target!r}: expected sqlite or a postgresql:// URL")
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 from prometheus_client.core import (
@@ -17,7 +17,6 @@ from prometheus_client.registry import Collector
 
 from conveyor.service.leases import ACTIONS
 from conveyor.sqs.shapes import operation_names
-from conveyor.store.base import Store
 
 __all__ = ["CONTENT_TYPE_LATEST", "ServerMetrics"]
 
@@ -70,17 +69,22 @@ class _RequestStats(Collector):
         yield latency
 
 
-class _StoreFigures(Collector):
-    """What the store reports of itself (the journal's backlog and checkpoints), read at
-    scrape."""
+# The store's own gauges and counters (metric name -> (help, value)), as the service hands
+# them on: the journal's backlog and checkpoints.
+Figures = Callable[[], tuple[dict[str, tuple[str, float]], dict[str, tuple[str, float]]]]
 
-    def __init__(self, store: Store) -> None:
-        self.store = store
+
+class _StoreFigures(Collector):
+    """What the store reports of itself, read at scrape."""
+
+    def __init__(self, figures: Figures) -> None:
+        self.figures = figures
 
     def collect(self) -> Iterator[Metric]:
-        for name, (text, value) in self.store.gauges().items():
+        gauges, counters = self.figures()
+        for name, (text, value) in gauges.items():
             yield GaugeMetricFamily(name, text, value=value)
-        for name, (text, value) in self.store.counters().items():
+        for name, (text, value) in counters.items():
             yield CounterMetricFamily(name, text, value=value)
 
 
@@ -89,11 +93,11 @@ def _bound(bound: float) -> str:
 
 
 class ServerMetrics:
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store_figures: Figures) -> None:
         self.registry = CollectorRegistry()
         self.requests = _RequestStats()  # requests.observe(action, outcome, seconds)
         self.registry.register(self.requests)
-        self.registry.register(_StoreFigures(store))
+        self.registry.register(_StoreFigures(store_figures))
         self.messages = Gauge(
             "conveyor_queue_messages", "Messages per queue by state (visible, in_flight, delayed).",
             ["region", "queue", "state"], registry=self.registry)

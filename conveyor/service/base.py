@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import logging
-import time
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
@@ -12,28 +12,46 @@ from urllib.parse import urlsplit
 import orjson
 
 from conveyor.clock import Clock
-from conveyor.service import validate
+from conveyor.service import rules, validate
 from conveyor.service.context import RequestContext
 from conveyor.sqs.errors import InvalidParameterValue, QueueDoesNotExist
 from conveyor.sqs.limits import Limits
-from conveyor.store.base import QueueRecord, Store
+from conveyor.store.base import Counts, QueueRecord, Store, StoreUnavailable
 
-# Called with (queue, number of messages that just became receivable) to wake long polls.
-ReadyHook = Callable[[QueueRecord, int], None]
-LaterHook = Callable[[QueueRecord, float], None]
+# With several nodes on one store, another node's change to a queue shows within this.
+QUEUE_CACHE_SHARED_S = 1.0
+
+class Wakeups:
+    """Where the service says that parked long polls should look again; the server sets
+    its long-poll waiters (server/waiters.py) here. Does nothing by default."""
+
+    def notify(self, queue_id: int, count: int) -> None:
+        """`count` messages of the queue became receivable."""
+
+    def notify_later(self, queue_id: int, seconds: float) -> None:
+        """A message of the queue becomes receivable in `seconds`."""
+
+    def notify_all(self) -> None:
+        """Anything may have become receivable anywhere."""
 
 
 class ServiceBase:
     def __init__(self, store: Store, limits: Limits, clock: Clock | None = None,
-                 account_id: str = "000000000000", queue_cache_s: float = float("inf")) -> None:
+                 account_id: str = "000000000000",
+                 queue_cache_s: float | None = None) -> None:
         self.store = store
         self.limits = limits
         self.clock = clock or Clock()
         self.account_id = account_id
         self.log = logging.getLogger("conveyor.service")
-        self.on_ready: ReadyHook = lambda queue, count: None
-        # Called with (queue, seconds) when a message will become receivable that soon.
-        self.on_later: LaterHook = lambda queue, seconds: None
+        self.wakeups = Wakeups()
+        # Word from other nodes sharing the store goes to this node's parked long polls.
+        store.on_remote_ready = lambda queue_id, count: self.wakeups.notify(queue_id, count)
+        store.on_remote_missed = lambda: self.wakeups.notify_all()
+        self._announcing: set[asyncio.Task[None]] = set()
+        self.follow_store_clock()
+        if queue_cache_s is None:
+            queue_cache_s = QUEUE_CACHE_SHARED_S if store.shared else float("inf")
         # Queue records are read on every call; cache them. A single node invalidates on
         # each change; shared stores pass a short `queue_cache_s`.
         self._queue_cache_s = queue_cache_s
@@ -55,12 +73,12 @@ class ServiceBase:
             self._names[url_or_name] = name
         key = (ctx.region, name or "")
         cached = self._queues.get(key)
-        if cached and time.monotonic() - cached[1] < self._queue_cache_s:
+        if cached and self.clock.monotonic_s() - cached[1] < self._queue_cache_s:
             return cached[0]
         queue = await self.store.get_queue(ctx.region, name) if name else None
         if queue is None:
             raise QueueDoesNotExist()
-        self._queues[key] = (queue, time.monotonic())
+        self._queues[key] = (queue, self.clock.monotonic_s())
         return queue
 
     def paginate(self, names: list[str], req: dict[str, Any], key: str,
@@ -79,6 +97,43 @@ class ServiceBase:
             result["NextToken"] = base64.urlsafe_b64encode(
                 orjson.dumps({"offset": start + page_size})).decode()
         return result
+
+    async def counts(self, queue: QueueRecord, now_ms: int | None = None) -> Counts:
+        """The queue's visible, in-flight and delayed messages (at `now_ms`, or now)."""
+        if now_ms is None:
+            now_ms = self.clock.now_ms()
+        return rules.counts(await self.store.tally(queue, now_ms,
+                                                   rules.retention_cutoff_ms(queue, now_ms)))
+
+    def on_ready(self, queue: QueueRecord, count: int) -> None:
+        """`count` messages of the queue became receivable: wake this node's long polls,
+        and other nodes' ones through a shared store."""
+        self.wakeups.notify(queue.id, count)
+        if self.store.shared:
+            task = asyncio.get_running_loop().create_task(self.store.announce(queue.id, count))
+            self._announcing.add(task)
+            task.add_done_callback(self._announced)
+
+    def _announced(self, task: asyncio.Task[None]) -> None:
+        self._announcing.discard(task)
+        error = None if task.cancelled() else task.exception()
+        # Unavailable: the store logs the outage, and the other nodes, who lost their
+        # notifications too, wake all their long polls once it is over.
+        if error is not None and not isinstance(error, StoreUnavailable):
+            self.log.warning("could not announce to other nodes: %s", error)
+
+    def on_later(self, queue: QueueRecord, seconds: float) -> None:
+        """A message of the queue becomes receivable in `seconds` (parked long polls planned
+        their sleep without it)."""
+        self.wakeups.notify_later(queue.id, seconds)
+
+    def follow_store_clock(self) -> None:
+        """Keep a shared store's time: every node then stamps and compares the same."""
+        self.clock.skew_ms = self.store.clock_skew_ms
+
+    def store_figures(self) -> tuple[dict[str, tuple[str, float]], dict[str, tuple[str, float]]]:
+        """The store's own gauges and counters, for /metrics."""
+        return self.store.gauges(), self.store.counters()
 
     def forget(self, queue: QueueRecord) -> None:
         self._queues.pop((queue.region, queue.name), None)

@@ -7,13 +7,13 @@ import binascii
 import hashlib
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
 from conveyor.ids import UuidSequence
-from conveyor.service import validate
+from conveyor.service import rules, validate
 from conveyor.service.base import ServiceBase
 from conveyor.service.context import RequestContext, parse_arn
 from conveyor.sqs.errors import (
@@ -33,7 +33,7 @@ from conveyor.store.base import (
     Handle,
     NewMessage,
     QueueRecord,
-    Redrive,
+    Store,
     StoredMessage,
 )
 
@@ -235,8 +235,8 @@ class MessageActions(ServiceBase):
                 return replay[1]
         queue = await self.queue(ctx, plan.queue.name)
         redrive = await self._redrive_for(ctx, queue)
-        stored = await self.store.receive(queue, plan.max_messages, plan.visibility_ms, now_ms,
-                                          redrive)
+        stored = await receive_from(self.store, queue, plan.max_messages, plan.visibility_ms,
+                                    now_ms, redrive)
         if redrive and redrive.moved:
             dlq = await self.store.get_queue_by_id(redrive.dead_letter_queue_id)
             for message_id in redrive.moved:
@@ -261,6 +261,14 @@ class MessageActions(ServiceBase):
             for m in stored:
                 self._attempt_of[(queue.id, m.seq)] = key
         return result
+
+    async def expire_messages(self) -> int:
+        """The retention sweep: delete what rules.retention_cutoff_ms says is gone (receives
+        skip it meanwhile), and stale deduplication entries; how many messages went."""
+        now_ms = self.clock.now_ms()
+        queues = await self.store.list_queues(None, "")
+        return await self.store.expire(
+            {q.id: rules.retention_cutoff_ms(q, now_ms) for q in queues}, now_ms)
 
     def _touched(self, queue: QueueRecord, handles: list[Handle]) -> list[Handle]:
         """Deleting or changing a message ends the replay of the receive that returned it."""
@@ -340,8 +348,9 @@ class MessageActions(ServiceBase):
         return {}
 
     async def _delete(self, queue: QueueRecord, handles: list[Handle]) -> list[str]:
-        in_flight_at_ms = self.clock.now_ms() if queue.fifo else None
-        outcomes = await self.store.delete(queue, self._touched(queue, handles), in_flight_at_ms)
+        outcomes = await self.store.delete(queue, self._touched(queue, handles),
+                                           rules.delete_in_flight_after_ms(
+                                               queue, self.clock.now_ms()))
         if queue.fifo and OK in outcomes:
             self.on_ready(queue, outcomes.count(OK))  # the next message of a group is free
         return outcomes
@@ -362,8 +371,8 @@ class MessageActions(ServiceBase):
     async def change_message_visibility(self, ctx: RequestContext, req: Request) -> dict[str, Any]:
         queue = await self.queue(ctx, req["QueueUrl"])
         handle = self._visibility_handle(queue, req)
-        [outcome] = await self.store.change_visibility(queue, self._touched(queue, [handle]),
-                                                       self.clock.now_ms())
+        [outcome] = await change_visibility_in(self.store, queue, self._touched(queue, [handle]),
+                                               self.clock.now_ms())
         self._check_visibility(queue, req, outcome)
         return {}
 
@@ -372,8 +381,8 @@ class MessageActions(ServiceBase):
         queue = await self.queue(ctx, req["QueueUrl"])
         return await self._batch(
             req["Entries"], "ChangeMessageVisibilityBatchRequestEntry",
-            lambda handles: self.store.change_visibility(queue, self._touched(queue, handles),
-                                                         self.clock.now_ms()),
+            lambda handles: change_visibility_in(self.store, queue, self._touched(queue, handles),
+                                                 self.clock.now_ms()),
             lambda entry, outcome: self._check_visibility(queue, entry, outcome),
             lambda entry: self._visibility_handle(queue, entry))
 
@@ -425,6 +434,48 @@ class MessageActions(ServiceBase):
 
 
 new_message_id = UuidSequence().next
+
+
+@dataclass(slots=True)
+class Redrive:
+    """Where a message goes once received more than `max_receive_count` times; the ids of
+    the messages a receive moved there are appended to `moved`, for the log."""
+
+    max_receive_count: int
+    dead_letter_queue_id: int
+    source_arn: str
+    moved: list[str] = field(default_factory=list)
+
+
+async def receive_from(store: Store, queue: QueueRecord, max_messages: int, visibility_ms: int,
+                       now_ms: int, redrive: Redrive | None) -> list[StoredMessage]:
+    """Claim up to `max_messages` messages and decide each one's fate (rules.py): returned,
+    or moved to the dead-letter queue. The receive primitive of every store."""
+    async with store.claim(queue, max_messages, now_ms, rules.retention_cutoff_ms(queue, now_ms),
+                           now_ms + visibility_ms, rules.FIFO_SCAN) as claim:
+        taken = claim.messages
+        spent = rules.spent(taken, redrive.max_receive_count) if redrive and taken else []
+        if spent:
+            assert redrive is not None
+            await claim.dead_letter([m.seq for m in spent], redrive.dead_letter_queue_id,
+                                    redrive.source_arn, now_ms)
+            redrive.moved += [m.message_id for m in spent]
+            gone = {m.seq for m in spent}
+            taken = [m for m in taken if m.seq not in gone]
+    return taken
+
+
+async def change_visibility_in(store: Store, queue: QueueRecord, handles: list[Handle],
+                               now_ms: int) -> list[str]:
+    """Each handle's outcome (rules.visibility_outcome), the OK ones applied at once."""
+    async with store.hold(queue, [h.seq for h in handles]) as held:
+        outcomes = [rules.visibility_outcome(h.token, held.found.get(h.seq), now_ms)
+                    for h in handles]
+        changes = [(h.seq, h.visible_at_ms) for h, outcome in zip(handles, outcomes, strict=True)
+                   if outcome == OK]
+        if changes:
+            await held.set_visible_at(changes)
+    return outcomes
 
 
 def encode_handle(queue: QueueRecord, seq: int, token: str) -> str:

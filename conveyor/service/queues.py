@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 
 from conveyor.service import attributes as attrs
-from conveyor.service import validate
+from conveyor.service import rules, validate
 from conveyor.service.base import ServiceBase
 from conveyor.service.context import RequestContext
 from conveyor.sqs.errors import (
@@ -105,7 +105,7 @@ class QueueActions(ServiceBase):
         values: dict[str, str] = {}
         if wanted & {"ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible",
                      "ApproximateNumberOfMessagesDelayed"}:
-            counts = await self.store.counts(queue, self.clock.now_ms())
+            counts = await self.counts(queue, self.clock.now_ms())
             values |= {"ApproximateNumberOfMessages": str(counts.visible),
                        "ApproximateNumberOfMessagesNotVisible": str(counts.in_flight),
                        "ApproximateNumberOfMessagesDelayed": str(counts.delayed)}
@@ -162,13 +162,18 @@ class QueueActions(ServiceBase):
     async def queue_counts(self) -> list[tuple[QueueRecord, Counts]]:
         """Every queue with its message counts (for metrics and the console)."""
         now_ms = self.clock.now_ms()
-        return [(q, await self.store.counts(q, now_ms))
+        return [(q, await self.counts(q, now_ms))
                 for q in await self.store.list_queues(None, "")]
+
+    async def all_queues(self) -> list[QueueRecord]:
+        """Every queue of every region, without counts (the console counts one page)."""
+        return await self.store.list_queues(None, "")
 
     async def peek(self, queue: QueueRecord, limit: int) -> list[tuple[StoredMessage, int]]:
         """The queue's next messages and when each is (or becomes) visible, for the
         console: not an SQS action, and it changes nothing."""
-        return await self.store.peek(queue, limit, self.clock.now_ms())
+        return await self.store.peek(queue, limit,
+                                     rules.retention_cutoff_ms(queue, self.clock.now_ms()))
 
     def _check_tags(self, new: dict[str, str], existing: dict[str, str]) -> None:
         if len({**existing, **new}) > self.limits.max_tags:

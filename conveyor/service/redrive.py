@@ -9,6 +9,7 @@ from typing import Any
 
 import orjson
 
+from conveyor.service import rules
 from conveyor.service.base import ServiceBase
 from conveyor.service.context import RequestContext, parse_arn
 from conveyor.sqs.errors import (
@@ -95,7 +96,7 @@ class RedriveActions(ServiceBase):
         if any(t.status == "RUNNING" for t in tasks):
             raise UnsupportedOperation("There is already a task running. Only one active task "
                                        "is allowed for each source queue arn at a given time.")
-        counts = await self.store.counts(source, self.clock.now_ms())
+        counts = await self.counts(source, self.clock.now_ms())
         handle = base64.b64encode(orjson.dumps(
             {"taskId": str(uuid.uuid4()), "sourceArn": req["SourceArn"]})).decode()
         task = MoveTaskRecord(handle, source.id, destination.id if destination else None, rate,
@@ -148,7 +149,8 @@ class RedriveActions(ServiceBase):
     async def _step(self, ctx: RequestContext, source: QueueRecord, task: MoveTaskRecord) -> None:
         limit = max(1, int((task.max_per_second or self.limits.max_move_rate) * MOVE_STEP_S))
         now_ms = self.clock.now_ms()
-        messages = await self.store.movable(source, limit, now_ms)
+        messages = await self.store.movable(source, limit, now_ms,
+                                            rules.retention_cutoff_ms(source, now_ms))
         if not messages:
             task.status = "COMPLETED"
             await self.store.save_move_task(task)
@@ -159,6 +161,10 @@ class RedriveActions(ServiceBase):
             destination = await self._destination(ctx, source, task, m.dlq_source_arn)
             if destination is None:
                 task.status, task.failure = "FAILED", "Message has no source queue to return to."
+                break
+            if not rules.may_move(source.id, destination.id):
+                task.status = "FAILED"
+                task.failure = "Message's source queue is the queue it is in."
                 break
             moves.append((m.seq, destination.id))
             ready[destination.id] = destination

@@ -1,8 +1,9 @@
 """The store interface: a narrow set of atomic primitives every backend meets.
 
-The service decides *what* to do (validation, defaults, SQS semantics); a store only
-makes each state change atomic and durable. Times are passed in (`now_ms`) so tests
-and the service share one clock.
+The service decides *what* to do (validation, defaults, SQS semantics, and in
+service/rules.py the fate of every message); a store only claims candidates and makes
+each state change atomic and durable, each in its engine's best way. Times are passed in
+(`now_ms`, and cut-offs the rules work out) so tests and the service share one clock.
 """
 
 from __future__ import annotations
@@ -86,17 +87,6 @@ class StoredMessage:
     dlq_source_arn: str | None
 
 
-@dataclass(slots=True)
-class Redrive:
-    """Where a message goes once it has been received `max_receive_count` times. The store
-    appends the id of each message it moves to `moved`, for the log."""
-
-    max_receive_count: int
-    dead_letter_queue_id: int
-    source_arn: str
-    moved: list[str] = field(default_factory=list)
-
-
 @dataclass
 class Counts:
     visible: int = 0
@@ -115,6 +105,33 @@ class Handle:
 
 # Outcomes of one handle in delete / change-visibility, mapped to SQS errors above.
 OK, STALE, NOT_IN_FLIGHT = "ok", "stale", "not_in_flight"
+
+# A queue's live messages by (due: visible_at <= now, received: receive_count > 0).
+Tally = dict[tuple[bool, bool], int]
+
+
+class Claim(Protocol):
+    """What a receive took, locked until the claim's block ends: `messages`, in the order
+    to return them, already received (in flight until the claim's visible-at time, their
+    receive count counting this receive, `receipt` this receive's token). The service
+    decides what becomes of each (service/rules.py) and applies it here."""
+
+    messages: list[StoredMessage]
+
+    async def dead_letter(self, seqs: list[int], dead_letter_queue_id: int, source_arn: str,
+                          now_ms: int) -> None:
+        """Move these claimed messages to the dead-letter queue as fresh, visible ones
+        (receive count 0, no receipt), remembering where they came from."""
+
+
+class Held(Protocol):
+    """Messages locked for a change of visibility: `found` maps each seq that exists in
+    the queue to its (latest receipt, visible_at)."""
+
+    found: dict[int, tuple[str | None, int]]
+
+    async def set_visible_at(self, changes: list[tuple[int, int]]) -> None:
+        """Make each (seq, visible_at) so, for held messages the service chose."""
 
 
 @dataclass
@@ -176,25 +193,48 @@ class Store(Protocol):
     # messages
     async def send(self, queue: QueueRecord, messages: list[NewMessage], now_ms: int,
                    dedup_ms: int) -> list[SentMessage]: ...
-    async def receive(self, queue: QueueRecord, max_messages: int, visibility_ms: int,
-                      now_ms: int, redrive: Redrive | None) -> list[StoredMessage]: ...
+    def claim(self, queue: QueueRecord, max_messages: int, now_ms: int, cutoff_ms: int,
+              visible_at_ms: int, fifo_scan: int) -> AbstractAsyncContextManager[Claim]:
+        """Take up to `max_messages` messages that are visible at `now_ms` and were sent
+        after `cutoff_ms`, as received, until `visible_at_ms`: a standard queue's due
+        first, a FIFO queue's in order among its first `fifo_scan`, skipping groups with
+        a live message in flight. Receivers elsewhere skip what a claim holds."""
+        ...
     async def delete(self, queue: QueueRecord, handles: list[Handle],
-                     in_flight_at_ms: int | None = None) -> list[str]: ...
-    async def change_visibility(self, queue: QueueRecord, handles: list[Handle],
-                                now_ms: int) -> list[str]: ...
+                     in_flight_after_ms: int | None = None) -> list[str]:
+        """Delete each message whose latest receipt is the handle's (and, given
+        `in_flight_after_ms`, whose visibility lasts past it): OK if it was deleted or is
+        gone, STALE if it is still there."""
+        ...
+    def hold(self, queue: QueueRecord, seqs: list[int]) -> AbstractAsyncContextManager[Held]:
+        """Lock the queue's messages of these seqs for a change of visibility."""
+        ...
     async def purge(self, queue: QueueRecord, now_ms: int) -> None: ...
-    async def counts(self, queue: QueueRecord, now_ms: int) -> Counts: ...
+    async def tally(self, queue: QueueRecord, now_ms: int, cutoff_ms: int) -> Tally:
+        """How many messages sent after `cutoff_ms` are (due, received) at `now_ms`."""
+        ...
     async def next_visible_ms(self, queue: QueueRecord, now_ms: int) -> int | None: ...
-    async def expire(self, now_ms: int) -> int: ...
+    async def expire(self, cutoffs: dict[int, int], now_ms: int) -> int:
+        """Delete each queue's messages sent at or before its cut-off (queue id -> ms), the
+        messages of queues that no longer exist, and deduplication entries expired by
+        `now_ms`; how many messages went."""
+        ...
     async def peek(self, queue: QueueRecord, limit: int,
-                   now_ms: int) -> list[tuple[StoredMessage, int]]:
-        """Up to `limit` unexpired messages with their visible-at times, the next to be
-        received first, changing nothing (the console's view)."""
+                   cutoff_ms: int) -> list[tuple[StoredMessage, int]]:
+        """Up to `limit` messages sent after `cutoff_ms` with their visible-at times, the
+        next to be received first, changing nothing (the console's view)."""
         ...
 
     # dead-letter move tasks
-    async def movable(self, queue: QueueRecord, limit: int, now_ms: int) -> list[StoredMessage]: ...
-    async def move(self, moves: list[tuple[int, int]], now_ms: int) -> int: ...
+    async def movable(self, queue: QueueRecord, limit: int, now_ms: int,
+                      cutoff_ms: int) -> list[StoredMessage]:
+        """Up to `limit` visible messages sent after `cutoff_ms`, oldest first (by sent_ms,
+        then seq: rules.MOVE_ORDER)."""
+        ...
+    async def move(self, moves: list[tuple[int, int]], now_ms: int) -> int:
+        """Move each (seq, destination queue id) that is still visible as a fresh, visible
+        message of its destination; how many moved."""
+        ...
     async def save_move_task(self, task: MoveTaskRecord) -> None: ...
     async def move_tasks(self, source_queue_id: int | None) -> list[MoveTaskRecord]: ...
 

@@ -34,19 +34,17 @@ from typing import Any
 import orjson
 
 from conveyor.store.base import (
-    NOT_IN_FLIGHT,
     OK,
     STALE,
-    Counts,
     Handle,
     NewMessage,
     QueueRecord,
-    Redrive,
     SentMessage,
     StoredMessage,
     StoreError,
+    Tally,
 )
-from conveyor.store.sqlite import SqliteStore
+from conveyor.store.sqlite import SqliteStore, _translating
 
 log = logging.getLogger("conveyor.store")
 
@@ -74,6 +72,7 @@ class _Pending:
     message: StoredMessage
 
 
+@_translating
 class JournaledStore(SqliteStore):
     """SqliteStore with standard-queue messages in memory between checkpoints."""
 
@@ -284,23 +283,15 @@ class JournaledStore(SqliteStore):
             self._checkpoint_soon()
         return [SentMessage(m.message_id, seq) for seq, m in zip(seqs, messages, strict=True)]
 
-    async def receive(self, queue: QueueRecord, max_messages: int, visibility_ms: int,
-                      now_ms: int, redrive: Redrive | None) -> list[StoredMessage]:
+    def claim(self, queue: QueueRecord, max_messages: int, now_ms: int, cutoff_ms: int,
+              visible_at_ms: int, fifo_scan: int) -> Any:
+        """SQLite's messages first (they are older), then a scan of memory; no await
+        between the scan and its journal record."""
         if queue.fifo:
-            return await super().receive(queue, max_messages, visibility_ms, now_ms, redrive)
-        taken: list[StoredMessage] = []
-        # What SQLite holds is older than what memory holds: it goes first.
-        if self._sqlite_idle_until.get(queue.id, 0) <= now_ms:
-            taken = await super().receive(queue, max_messages, visibility_ms, now_ms, redrive)
-            if redrive and redrive.moved:
-                self._sqlite_idle_until.pop(redrive.dead_letter_queue_id, None)
-            if len(taken) < max_messages:
-                self._sqlite_idle_until[queue.id] = self._sqlite_next_visible(queue.id)
-        held = self._pending.get(queue.id)
-        if held and len(taken) < max_messages:
-            taken += self._receive_held(queue, held, max_messages - len(taken), visibility_ms,
-                                        now_ms, redrive)
-        return taken
+            return super().claim(queue, max_messages, now_ms, cutoff_ms, visible_at_ms,
+                                 fifo_scan)
+        return _JournalClaim(self, queue, max_messages, now_ms, cutoff_ms, visible_at_ms,
+                             fifo_scan)
 
     def _sqlite_next_visible(self, queue_id: int) -> int:
         """When SQLite's first message of the queue becomes visible (read at once, with no
@@ -309,48 +300,35 @@ class JournaledStore(SqliteStore):
                               (queue_id,)).fetchone()
         return _NOTHING_VISIBLE if row[0] is None else row[0]
 
-    def _receive_held(self, queue: QueueRecord, held: dict[int, _Pending], wanted: int,
-                      visibility_ms: int, now_ms: int,
-                      redrive: Redrive | None) -> list[StoredMessage]:
-        cutoff = now_ms - queue.retention_ms
-        expired: list[int] = []
-        dead: list[_Pending] = []
-        chosen: list[int] = []
-        # As SQLite's receive does, the first `wanted` visible messages are looked at,
-        # whatever becomes of them: a big backlog is never read for one receive.
-        looked = 0
-        for seq, pending in held.items():
-            if pending.visible_at > now_ms:
-                continue
-            message = pending.message
-            if message.sent_ms <= cutoff:
-                expired.append(seq)
-            elif redrive and message.receive_count >= redrive.max_receive_count:
-                dead.append(pending)
-            else:
-                chosen.append(seq)
-            looked += 1
-            if looked == wanted:
-                break
-        records: list[list[Any]] = [["d", queue.id, expired]] if expired else []
-        if redrive:
-            records += [["m", queue.id, pending.message.seq, redrive.dead_letter_queue_id,
-                         now_ms, redrive.source_arn] for pending in dead]
-        if chosen:
-            receipt = f"{self._tokens.getrandbits(64):016x}"
-            records.append(["r", queue.id, receipt, now_ms + visibility_ms, now_ms, chosen])
-        if records:
-            self._record(records)
-        if redrive:
-            redrive.moved += [pending.message.message_id for pending in dead]
-        return [_copy(held[seq].message) for seq in chosen]
-
-    async def delete(self, queue: QueueRecord, handles: list[Handle],
-                     in_flight_at_ms: int | None = None) -> list[str]:
+    def _claim_held(self, queue: QueueRecord, wanted: int, now_ms: int, cutoff_ms: int,
+                    visible_at_ms: int) -> list[StoredMessage]:
+        """Receive up to `wanted` visible, live messages held in memory."""
         held = self._pending.get(queue.id)
         if not held:
-            return await super().delete(queue, handles, in_flight_at_ms)
-        floor = -1 if in_flight_at_ms is None else in_flight_at_ms
+            return []
+        chosen: list[int] = []
+        for seq, pending in held.items():
+            if pending.visible_at <= now_ms and pending.message.sent_ms > cutoff_ms:
+                chosen.append(seq)
+                if len(chosen) == wanted:
+                    break
+        if not chosen:
+            return []
+        receipt = f"{self._tokens.getrandbits(64):016x}"
+        self._record([["r", queue.id, receipt, visible_at_ms, now_ms, chosen]])
+        return [_copy(held[seq].message) for seq in chosen]
+
+    def _dead_letter_held(self, queue_id: int, seqs: list[int], dead_letter_queue_id: int,
+                          source_arn: str, now_ms: int) -> None:
+        self._record([["m", queue_id, seq, dead_letter_queue_id, now_ms, source_arn]
+                      for seq in seqs])
+
+    async def delete(self, queue: QueueRecord, handles: list[Handle],
+                     in_flight_after_ms: int | None = None) -> list[str]:
+        held = self._pending.get(queue.id)
+        if not held:
+            return await super().delete(queue, handles, in_flight_after_ms)
+        floor = -1 if in_flight_after_ms is None else in_flight_after_ms
         outcomes: list[str] = []
         deleted: list[int] = []
         elsewhere: list[int] = []  # indexes of handles whose message is not in memory
@@ -369,52 +347,21 @@ class JournaledStore(SqliteStore):
             self._record([["d", queue.id, deleted]])
         if elsewhere:
             answers = await super().delete(queue, [handles[i] for i in elsewhere],
-                                           in_flight_at_ms)
+                                           in_flight_after_ms)
             for index, answer in zip(elsewhere, answers, strict=True):
                 outcomes[index] = answer
         return outcomes
 
-    async def change_visibility(self, queue: QueueRecord, handles: list[Handle],
-                                now_ms: int) -> list[str]:
-        held = self._pending.get(queue.id, {})
-        outcomes: list[str] = []
-        changes: list[list[int]] = []
-        elsewhere: list[int] = []
-        for index, handle in enumerate(handles):
-            pending = held.get(handle.seq)
-            if pending is None:
-                outcomes.append(STALE)
-                elsewhere.append(index)
-            elif pending.message.receipt != handle.token:
-                outcomes.append(STALE)
-            elif pending.visible_at <= now_ms:
-                outcomes.append(NOT_IN_FLIGHT)
-            else:
-                outcomes.append(OK)
-                changes.append([handle.seq, handle.visible_at_ms])
-        if changes:
-            self._record([["v", queue.id, changes]])
-        if elsewhere:
-            answers = await super().change_visibility(
-                queue, [handles[i] for i in elsewhere], now_ms)
-            self._sqlite_idle_until.pop(queue.id, None)  # a message may be visible sooner
-            for index, answer in zip(elsewhere, answers, strict=True):
-                outcomes[index] = answer
-        return outcomes
+    def hold(self, queue: QueueRecord, seqs: list[int]) -> Any:
+        return _JournalHold(self, queue, seqs)
 
-    async def counts(self, queue: QueueRecord, now_ms: int) -> Counts:
-        counts = await super().counts(queue, now_ms)
-        cutoff = now_ms - queue.retention_ms
+    async def tally(self, queue: QueueRecord, now_ms: int, cutoff_ms: int) -> Tally:
+        tally = await super().tally(queue, now_ms, cutoff_ms)
         for pending in self._pending.get(queue.id, {}).values():
-            if pending.message.sent_ms <= cutoff:
-                continue
-            if pending.visible_at <= now_ms:
-                counts.visible += 1
-            elif pending.message.receive_count:
-                counts.in_flight += 1
-            else:
-                counts.delayed += 1
-        return counts
+            if pending.message.sent_ms > cutoff_ms:
+                key = (pending.visible_at <= now_ms, pending.message.receive_count > 0)
+                tally[key] = tally.get(key, 0) + 1
+        return tally
 
     async def next_visible_ms(self, queue: QueueRecord, now_ms: int) -> int | None:
         found = await super().next_visible_ms(queue, now_ms)
@@ -442,18 +389,19 @@ class JournaledStore(SqliteStore):
         await self._checkpoint()
         await super().purge(queue, now_ms)
 
-    async def expire(self, now_ms: int) -> int:
+    async def expire(self, cutoffs: dict[int, int], now_ms: int) -> int:
         await self._checkpoint()
-        return await super().expire(now_ms)
+        return await super().expire(cutoffs, now_ms)
 
     async def peek(self, queue: QueueRecord, limit: int,
-                   now_ms: int) -> list[tuple[StoredMessage, int]]:
+                   cutoff_ms: int) -> list[tuple[StoredMessage, int]]:
         await self._checkpoint()
-        return await super().peek(queue, limit, now_ms)
+        return await super().peek(queue, limit, cutoff_ms)
 
-    async def movable(self, queue: QueueRecord, limit: int, now_ms: int) -> list[StoredMessage]:
+    async def movable(self, queue: QueueRecord, limit: int, now_ms: int,
+                      cutoff_ms: int) -> list[StoredMessage]:
         await self._checkpoint()
-        return await super().movable(queue, limit, now_ms)
+        return await super().movable(queue, limit, now_ms, cutoff_ms)
 
     async def move(self, moves: list[tuple[int, int]], now_ms: int) -> int:
         await self._checkpoint()
@@ -461,6 +409,93 @@ class JournaledStore(SqliteStore):
         for _, destination in moves:
             self._sqlite_idle_until.pop(destination, None)
         return moved
+
+
+class _JournalClaim:
+    """A claim on SQLite's messages of the queue (when it may have any to give), topped up
+    from memory; each part applied where its messages live."""
+
+    __slots__ = ("store", "queue", "args", "inner", "in_memory", "messages")
+
+    def __init__(self, store: JournaledStore, queue: QueueRecord, max_messages: int,
+                 now_ms: int, cutoff_ms: int, visible_at_ms: int, fifo_scan: int) -> None:
+        self.store, self.queue = store, queue
+        self.args = (max_messages, now_ms, cutoff_ms, visible_at_ms, fifo_scan)
+        self.inner: Any = None
+
+    async def __aenter__(self) -> _JournalClaim:
+        store, queue = self.store, self.queue
+        max_messages, now_ms, cutoff_ms, visible_at_ms, fifo_scan = self.args
+        self.messages = []
+        if store._sqlite_idle_until.get(queue.id, 0) <= now_ms:
+            self.inner = SqliteStore.claim(store, queue, *self.args)
+            await self.inner.__aenter__()
+            self.messages = self.inner.messages
+            if len(self.messages) < max_messages:
+                store._sqlite_idle_until[queue.id] = store._sqlite_next_visible(queue.id)
+        try:
+            taken = store._claim_held(queue, max_messages - len(self.messages), now_ms,
+                                      cutoff_ms, visible_at_ms) \
+                if len(self.messages) < max_messages else []
+        except BaseException as exc:  # the journal write failed: SQLite's part rolls back
+            if self.inner is not None:
+                await self.inner.__aexit__(type(exc), exc, exc.__traceback__)
+            raise
+        self.in_memory = {m.seq for m in taken}
+        self.messages += taken
+        return self
+
+    async def dead_letter(self, seqs: list[int], dead_letter_queue_id: int, source_arn: str,
+                          now_ms: int) -> None:
+        held = [seq for seq in seqs if seq in self.in_memory]
+        if held:
+            self.store._dead_letter_held(self.queue.id, held, dead_letter_queue_id, source_arn,
+                                         now_ms)
+        stored = [seq for seq in seqs if seq not in self.in_memory]
+        if stored:
+            await self.inner.dead_letter(stored, dead_letter_queue_id, source_arn, now_ms)
+            self.store._sqlite_idle_until.pop(dead_letter_queue_id, None)
+
+    async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                        tb: object) -> None:
+        if self.inner is not None:
+            await self.inner.__aexit__(kind, error, tb)
+
+
+class _JournalHold:
+    """Messages for a visibility change: those in memory, and SQLite's for the rest."""
+
+    __slots__ = ("store", "queue", "seqs", "inner", "found")
+
+    def __init__(self, store: JournaledStore, queue: QueueRecord, seqs: list[int]) -> None:
+        self.store, self.queue, self.seqs = store, queue, seqs
+        self.inner: Any = None
+
+    async def __aenter__(self) -> _JournalHold:
+        held = self.store._pending.get(self.queue.id, {})
+        self.found = {seq: (held[seq].message.receipt, held[seq].visible_at)
+                      for seq in self.seqs if seq in held}
+        elsewhere = [seq for seq in self.seqs if seq not in held]
+        if elsewhere:
+            self.inner = SqliteStore.hold(self.store, self.queue, elsewhere)
+            await self.inner.__aenter__()
+            self.found.update(self.inner.found)
+        return self
+
+    async def set_visible_at(self, changes: list[tuple[int, int]]) -> None:
+        held = self.store._pending.get(self.queue.id, {})
+        mine = [[seq, visible_at] for seq, visible_at in changes if seq in held]
+        if mine:
+            self.store._record([["v", self.queue.id, mine]])
+        stored = [(seq, visible_at) for seq, visible_at in changes if seq not in held]
+        if stored:
+            await self.inner.set_visible_at(stored)
+            self.store._sqlite_idle_until.pop(self.queue.id, None)  # visible sooner, maybe
+
+    async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                        tb: object) -> None:
+        if self.inner is not None:
+            await self.inner.__aexit__(kind, error, tb)
 
 
 def _row(held: _Pending) -> tuple:

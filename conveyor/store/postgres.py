@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import logging
 import os
-import time
+import random
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -28,21 +28,20 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import asyncpg
 import orjson
 
+from conveyor.clock import Clock
 from conveyor.store.base import (
-    NOT_IN_FLIGHT,
     OK,
     STALE,
-    Counts,
     Handle,
     LeaseRecord,
     MoveTaskRecord,
     NewMessage,
     QueueRecord,
-    Redrive,
     SentMessage,
     StoredMessage,
     StoreError,
     StoreUnavailable,
+    Tally,
 )
 
 log = logging.getLogger(__name__)
@@ -153,6 +152,10 @@ CREATE TABLE conveyor_workers (
     expires_ms     BIGINT NOT NULL,
     record         TEXT NOT NULL      -- JSON: kind, region, queue, status, last seen
 );
+"""), (5, """
+-- Retention sweeps find a queue's old messages, and move tasks its oldest, without
+-- reading its backlog.
+CREATE INDEX conveyor_messages_sent ON conveyor_messages (queue_id, sent_ms);
 """)]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 _MIGRATION_LOCK = 0x636F6E76  # advisory lock key: one node migrates at a time
@@ -165,9 +168,41 @@ _INSERT = (
     " md5_attributes, system, sent_ms, sender_id, visible_at, group_id, dedup_key)"
     " VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12) RETURNING seq"
 )
-# As SQS does, a FIFO receive looks for available groups among the queue's first 120,000
-# messages only: a backlog in one group holds back groups sent after it.
-FIFO_SCAN = 120_000
+_INSERT_MANY = (
+    "INSERT INTO conveyor_messages (queue_id, message_id, body, md5_body, attributes,"
+    " md5_attributes, system, sent_ms, sender_id, visible_at, group_id, dedup_key)"
+    " SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[],"
+    " $6::text[], $7::text[], $8::bigint[], $9::text[], $10::bigint[], $11::text[],"
+    " $12::text[]) RETURNING seq, message_id"
+)
+_RECEIVED = ("visible_at=$1, receive_count=m.receive_count+1,"
+             " first_receive_ms=COALESCE(m.first_receive_ms, $2), receipt=$3")
+# A standard queue's claim in one statement, its own transaction: the due, live messages,
+# skipping those other claims hold, received at once (pgmq's read).
+_CLAIM = (
+    f"UPDATE conveyor_messages m SET {_RECEIVED} FROM (SELECT seq, visible_at"
+    " FROM conveyor_messages WHERE queue_id=$4 AND visible_at<=$2 AND sent_ms>$5"
+    " ORDER BY visible_at LIMIT $6 FOR UPDATE SKIP LOCKED) c WHERE m.seq=c.seq"
+    f" RETURNING c.visible_at AS due_at, {', '.join('m.' + c for c in _COLUMNS.split(', '))}"
+)
+_CLAIM_SEQS = (
+    f"UPDATE conveyor_messages m SET {_RECEIVED} WHERE m.seq = ANY($4::bigint[])"
+    f" RETURNING {_COLUMNS}"
+)
+# Visible, live messages in order among the queue's first $5, skipping every group with a
+# live message in flight (run under the queue's advisory lock).
+_FIFO_CANDIDATES = (
+    "SELECT seq FROM (SELECT seq, group_id, visible_at, sent_ms FROM conveyor_messages"
+    " WHERE queue_id=$1 AND group_id IS NOT NULL ORDER BY seq LIMIT $5) AS head"
+    " WHERE visible_at<=$2 AND sent_ms>$3 AND group_id NOT IN (SELECT group_id FROM"
+    " conveyor_messages WHERE queue_id=$1 AND visible_at>$2 AND receive_count>0"
+    " AND group_id IS NOT NULL AND sent_ms>$3) ORDER BY seq LIMIT $4"
+)
+_DEAD_LETTER = (
+    "UPDATE conveyor_messages SET queue_id=$1, visible_at=$2, receive_count=0,"
+    " first_receive_ms=NULL, receipt=NULL, dlq_source_arn=$3"
+    " WHERE seq = ANY($4::bigint[]) AND receipt=$5"
+)
 
 _DB_NOW_MS = "SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint"
 
@@ -177,15 +212,16 @@ class PostgresStore:
 
     shared = True  # several nodes share this store: caches must expire, sends announce
 
-    def __init__(self, dsn: str, pool_size: int = 10,
-                 local_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000) -> None:
+    def __init__(self, dsn: str, pool_size: int = 10, clock: Clock | None = None) -> None:
         self.dsn, self.schema = _split_schema(dsn)
         # NOTIFY channels are database-wide: one per schema, so that nodes of other
         # Conveyor installations in the same database do not wake our long polls.
         self.channel = f"{NOTIFY_CHANNEL}.{self.schema}"[:63] if self.schema else NOTIFY_CHANNEL
         self.pool_size = pool_size
-        self.local_ms = local_ms  # the node's clock, whose distance to the database's we keep
+        self.clock = clock or Clock()  # the node's, whose distance to the database's we keep
         self.node_id = os.urandom(4).hex()
+        # Receipt tokens: unguessable enough to tell receives apart, without a syscall each.
+        self._tokens = random.Random(os.urandom(32))
         self.clock_skew_ms = 0
         self.on_remote_ready: Callable[[int, int], None] = lambda queue_id, count: None
         self.on_remote_missed: Callable[[], None] = lambda: None
@@ -255,9 +291,9 @@ class PostgresStore:
     async def _measure_skew(self) -> None:
         """Offset of the database clock from ours, so every node keeps the database's time."""
         async with self._conn() as db:
-            before = self.local_ms()
+            before = self.clock.local_ms()
             db_now = await db.fetchval(_DB_NOW_MS)
-            after = self.local_ms()
+            after = self.clock.local_ms()
         self.clock_skew_ms = db_now - (before + after) // 2
 
     async def _refresh_skew(self) -> None:
@@ -321,14 +357,14 @@ class PostgresStore:
 
     def _gone(self, exc: BaseException) -> None:
         if self._gone_since is None:
-            self._gone_since = time.monotonic()
+            self._gone_since = self.clock.monotonic_s()
             log.error("PostgreSQL at %s is unreachable (%s); reconnecting", _redact(self.dsn),
                       exc)
 
     def _back(self) -> None:
         if self._gone_since is not None:
             log.warning("PostgreSQL at %s is reachable again after %.1f s", _redact(self.dsn),
-                        time.monotonic() - self._gone_since)
+                        self.clock.monotonic_s() - self._gone_since)
             self._gone_since = None
 
     def _on_notify(self, connection: Any, pid: int, channel: str, payload: str) -> None:
@@ -344,9 +380,12 @@ class PostgresStore:
 
     @contextlib.asynccontextmanager
     async def exclusive(self, name: str) -> AsyncIterator[bool]:
-        """A transaction-scoped advisory lock on `name`, held for the block if won."""
+        """A transaction-scoped advisory lock on `name`, held for the block if won.
+        Advisory locks are database-wide: the name is qualified with the schema, or the
+        nodes of another installation in the same database would take our turns."""
         async with self._tx() as db:
-            yield await db.fetchval("SELECT pg_try_advisory_xact_lock(hashtext($1))", name)
+            yield await db.fetchval("SELECT pg_try_advisory_xact_lock(hashtext($1))",
+                                    f"{self.schema or ''}:{name}")
 
     @contextlib.asynccontextmanager
     async def _conn(self) -> AsyncIterator[asyncpg.Connection]:
@@ -444,22 +483,16 @@ class PostgresStore:
                    dedup_ms: int) -> list[SentMessage]:
         if not messages:  # every entry of a batch failed its checks
             return []
+        if not queue.fifo:  # one statement: its own transaction, one round trip
+            rows = [_insert_row(queue, m) for m in messages]
+            async with self._conn() as db:
+                seqs = await db.fetch(_INSERT_MANY,
+                                      *[list(column) for column in zip(*rows, strict=True)])
+            by_id = {r[1]: r[0] for r in seqs}
+            return [SentMessage(m.message_id, by_id[m.message_id]) for m in messages]
         sent: list[SentMessage] = []
         async with self._tx() as db:
-            if queue.fifo:  # commit order = seq order within the queue
-                await db.execute("SELECT pg_advisory_xact_lock($1)", queue.id)
-            else:
-                rows = [_insert_row(queue, m) for m in messages]
-                seqs = await db.fetch(
-                    "INSERT INTO conveyor_messages (queue_id, message_id, body, md5_body,"
-                    " attributes, md5_attributes, system, sent_ms, sender_id, visible_at,"
-                    " group_id, dedup_key) SELECT * FROM unnest($1::bigint[], $2::text[],"
-                    " $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bigint[],"
-                    " $9::text[], $10::bigint[], $11::text[], $12::text[])"
-                    " RETURNING seq, message_id",
-                    *[list(column) for column in zip(*rows, strict=True)])
-                by_id = {r["message_id"]: r["seq"] for r in seqs}
-                return [SentMessage(m.message_id, by_id[m.message_id]) for m in messages]
+            await db.execute("SELECT pg_advisory_xact_lock($1)", queue.id)  # commit order
             for m in messages:
                 if m.dedup_key is not None:
                     dup = await db.fetchrow(
@@ -478,85 +511,53 @@ class PostgresStore:
                 sent.append(SentMessage(m.message_id, seq))
         return sent
 
-    async def receive(self, queue: QueueRecord, max_messages: int, visibility_ms: int,
-                      now_ms: int, redrive: Redrive | None) -> list[StoredMessage]:
-        cutoff = now_ms - queue.retention_ms
-        async with self._tx() as db:
-            if queue.fifo:
+    @contextlib.asynccontextmanager
+    async def claim(self, queue: QueueRecord, max_messages: int, now_ms: int, cutoff_ms: int,
+                    visible_at_ms: int, fifo_scan: int) -> AsyncIterator[_Claim]:
+        """A standard queue: one statement, one round trip (what follows it, rarely, is
+        guarded by the claim's receipt). A FIFO queue: a transaction under the queue's
+        advisory lock, so that groups are handed out in commit order across nodes."""
+        receipt = f"{self._tokens.getrandbits(64):016x}"
+        async with self._conn() as db:
+            if not queue.fifo:
+                rows = await db.fetch(_CLAIM, visible_at_ms, now_ms, receipt, queue.id,
+                                      cutoff_ms, max_messages)
+                rows.sort(key=lambda r: (r[0], r[1]))
+                yield _Claim(db, receipt, [StoredMessage(*r[1:]) for r in rows])
+                return
+            async with db.transaction():
                 await db.execute("SELECT pg_advisory_xact_lock($1)", queue.id)
-                found = await self._fifo_candidates(db, queue.id, max_messages, now_ms, cutoff)
-            else:
-                found = await db.fetch(
-                    "SELECT seq, receive_count FROM conveyor_messages WHERE queue_id=$1 AND"
-                    " visible_at<=$2 AND sent_ms>$3 ORDER BY visible_at LIMIT $4"
-                    " FOR UPDATE SKIP LOCKED", queue.id, now_ms, cutoff, max_messages)
-            # Of the messages found, those received too often go to the dead-letter queue
-            # instead (SQS moves a message when a receive would return it once too often).
-            spent = ([r["seq"] for r in found if r["receive_count"] >= redrive.max_receive_count]
-                     if redrive else [])
-            if redrive and spent:
-                moved = await db.fetch(
-                    "UPDATE conveyor_messages SET queue_id=$1, visible_at=$2, receive_count=0,"
-                    " first_receive_ms=NULL, receipt=NULL, dlq_source_arn=$3"
-                    " WHERE seq = ANY($4::bigint[]) RETURNING message_id",
-                    redrive.dead_letter_queue_id, now_ms, redrive.source_arn, spent)
-                redrive.moved += [r["message_id"] for r in moved]
-            candidates = [r["seq"] for r in found if r["seq"] not in spent]
-            if not candidates:
-                return []
-            rows = await db.fetch(
-                "UPDATE conveyor_messages SET visible_at=$1, receive_count=receive_count+1,"
-                " first_receive_ms=COALESCE(first_receive_ms, $2),"
-                " receipt=substr(md5(random()::text), 1, 16)"
-                f" WHERE seq = ANY($3::bigint[]) RETURNING {_COLUMNS}",
-                now_ms + visibility_ms, now_ms, candidates)
-        order = {seq: i for i, seq in enumerate(candidates)}
-        return sorted((StoredMessage(*r) for r in rows), key=lambda m: order[m.seq])
-
-    async def _fifo_candidates(self, db: asyncpg.Connection, queue_id: int, limit: int,
-                               now_ms: int, cutoff: int) -> list[asyncpg.Record]:
-        """Visible messages in order among the first FIFO_SCAN (as SQS scans), skipping
-        every group with a message in flight."""
-        return await db.fetch(
-            "SELECT seq, receive_count FROM (SELECT seq, group_id, visible_at, sent_ms,"
-            " receive_count FROM conveyor_messages WHERE queue_id=$1 AND group_id IS NOT NULL"
-            " ORDER BY seq LIMIT $5) AS head WHERE visible_at<=$2 AND sent_ms>$3"
-            " AND group_id NOT IN (SELECT group_id FROM conveyor_messages WHERE queue_id=$1"
-            " AND visible_at>$2 AND receive_count>0 AND group_id IS NOT NULL)"
-            " ORDER BY seq LIMIT $4", queue_id, now_ms, cutoff, limit, FIFO_SCAN)
+                seqs = [r[0] for r in await db.fetch(_FIFO_CANDIDATES, queue.id, now_ms,
+                                                     cutoff_ms, max_messages, fifo_scan)]
+                rows = await db.fetch(_CLAIM_SEQS, visible_at_ms, now_ms, receipt,
+                                      seqs) if seqs else []
+                order = {seq: i for i, seq in enumerate(seqs)}
+                yield _Claim(db, receipt, sorted((StoredMessage(*r) for r in rows),
+                                                 key=lambda m: order[m.seq]))
 
     async def delete(self, queue: QueueRecord, handles: list[Handle],
-                     in_flight_at_ms: int | None = None) -> list[str]:
-        floor = -1 if in_flight_at_ms is None else in_flight_at_ms
-        async with self._tx() as db:
-            deleted = {r["seq"] for r in await db.fetch(
+                     in_flight_after_ms: int | None = None) -> list[str]:
+        """One statement; a second only when some handle deleted nothing."""
+        floor = -1 if in_flight_after_ms is None else in_flight_after_ms
+        async with self._conn() as db:
+            deleted = {r[0] for r in await db.fetch(
                 "DELETE FROM conveyor_messages m USING unnest($1::bigint[], $2::text[]) AS"
                 " h(seq, receipt) WHERE m.seq=h.seq AND m.receipt=h.receipt AND m.queue_id=$3"
                 " AND m.visible_at>$4 RETURNING m.seq",
                 [h.seq for h in handles], [h.token for h in handles], queue.id, floor)}
             missing = [h.seq for h in handles if h.seq not in deleted]
-            present = {r["seq"] for r in await db.fetch(
+            present = {r[0] for r in await db.fetch(
                 "SELECT seq FROM conveyor_messages WHERE seq = ANY($1::bigint[]) AND"
                 " queue_id=$2", missing, queue.id)} if missing else set()
         return [STALE if h.seq in present else OK for h in handles]
 
-    async def change_visibility(self, queue: QueueRecord, handles: list[Handle],
-                                now_ms: int) -> list[str]:
-        outcomes = []
+    @contextlib.asynccontextmanager
+    async def hold(self, queue: QueueRecord, seqs: list[int]) -> AsyncIterator[_Held]:
         async with self._tx() as db:
-            for h in handles:
-                row = await db.fetchrow(
-                    "SELECT receipt, visible_at FROM conveyor_messages WHERE seq=$1 AND"
-                    " queue_id=$2 FOR UPDATE", h.seq, queue.id)
-                if row is None or row["receipt"] != h.token:
-                    outcomes.append(STALE)
-                elif row["visible_at"] <= now_ms:
-                    outcomes.append(NOT_IN_FLIGHT)
-                else:
-                    await db.execute("UPDATE conveyor_messages SET visible_at=$1 WHERE seq=$2",
-                                     h.visible_at_ms, h.seq)
-                    outcomes.append(OK)
-        return outcomes
+            rows = await db.fetch("SELECT seq, receipt, visible_at FROM conveyor_messages"
+                                  " WHERE seq = ANY($1::bigint[]) AND queue_id=$2 FOR UPDATE",
+                                  seqs, queue.id)
+            yield _Held(db, {r[0]: (r[1], r[2]) for r in rows})
 
     async def purge(self, queue: QueueRecord, now_ms: int) -> None:
         async with self._tx() as db:
@@ -565,23 +566,19 @@ class PostgresStore:
             await db.execute("UPDATE conveyor_queues SET purged_s=$1 WHERE id=$2",
                              now_ms // 1000, queue.id)
 
-    async def counts(self, queue: QueueRecord, now_ms: int) -> Counts:
+    async def tally(self, queue: QueueRecord, now_ms: int, cutoff_ms: int) -> Tally:
         async with self._conn() as db:
-            row = await db.fetchrow(
-                "SELECT count(*) FILTER (WHERE visible_at<=$1),"
-                " count(*) FILTER (WHERE visible_at>$1 AND receive_count>0),"
-                " count(*) FILTER (WHERE visible_at>$1 AND receive_count=0)"
-                " FROM conveyor_messages WHERE queue_id=$2 AND sent_ms>$3",
-                now_ms, queue.id, now_ms - queue.retention_ms)
-        return Counts(*row)
+            rows = await db.fetch(
+                "SELECT visible_at<=$1, receive_count>0, count(*) FROM conveyor_messages"
+                " WHERE queue_id=$2 AND sent_ms>$3 GROUP BY 1, 2", now_ms, queue.id, cutoff_ms)
+        return {(r[0], r[1]): r[2] for r in rows}
 
     async def peek(self, queue: QueueRecord, limit: int,
-                   now_ms: int) -> list[tuple[StoredMessage, int]]:
+                   cutoff_ms: int) -> list[tuple[StoredMessage, int]]:
         async with self._conn() as db:
             rows = await db.fetch(
                 f"SELECT {_COLUMNS}, visible_at FROM conveyor_messages WHERE queue_id=$1"
-                " AND sent_ms>$2 ORDER BY visible_at LIMIT $3",
-                queue.id, now_ms - queue.retention_ms, limit)
+                " AND sent_ms>$2 ORDER BY visible_at LIMIT $3", queue.id, cutoff_ms, limit)
         return [(StoredMessage(*row[:-1]), row[-1]) for row in rows]
 
     async def next_visible_ms(self, queue: QueueRecord, now_ms: int) -> int | None:
@@ -589,33 +586,34 @@ class PostgresStore:
             return await db.fetchval("SELECT min(visible_at) FROM conveyor_messages WHERE"
                                      " queue_id=$1 AND visible_at>$2", queue.id, now_ms)
 
-    async def expire(self, now_ms: int) -> int:
+    async def expire(self, cutoffs: dict[int, int], now_ms: int) -> int:
         async with self._tx() as db:
             status = await db.execute(
-                "DELETE FROM conveyor_messages m USING conveyor_queues q WHERE m.queue_id=q.id"
-                " AND m.sent_ms <= $1 - (q.attributes->>'MessageRetentionPeriod')::bigint*1000",
-                now_ms)
+                "DELETE FROM conveyor_messages m USING unnest($1::bigint[], $2::bigint[])"
+                " AS c(queue_id, cutoff) WHERE m.queue_id=c.queue_id AND m.sent_ms<=c.cutoff",
+                list(cutoffs), list(cutoffs.values()))
             await db.execute("DELETE FROM conveyor_dedup WHERE expires_ms<=$1", now_ms)
         return int(status.split()[-1])
 
     # --- move tasks --------------------------------------------------------------------------
 
-    async def movable(self, queue: QueueRecord, limit: int, now_ms: int) -> list[StoredMessage]:
+    async def movable(self, queue: QueueRecord, limit: int, now_ms: int,
+                      cutoff_ms: int) -> list[StoredMessage]:
         async with self._conn() as db:
             rows = await db.fetch(
                 f"SELECT {_COLUMNS} FROM conveyor_messages WHERE queue_id=$1 AND visible_at<=$2"
-                " AND sent_ms>$3 ORDER BY seq LIMIT $4",
-                queue.id, now_ms, now_ms - queue.retention_ms, limit)
+                " AND sent_ms>$3 ORDER BY sent_ms, seq LIMIT $4", queue.id, now_ms, cutoff_ms,
+                limit)
         return [StoredMessage(*r) for r in rows]
 
     async def move(self, moves: list[tuple[int, int]], now_ms: int) -> int:
-        async with self._tx() as db:
+        async with self._conn() as db:
             rows = await db.fetch(
                 "UPDATE conveyor_messages m SET queue_id=mv.dest, visible_at=$3,"
                 " receive_count=0, first_receive_ms=NULL, receipt=NULL, dlq_source_arn=NULL"
                 " FROM unnest($1::bigint[], $2::bigint[]) AS mv(seq, dest)"
-                " WHERE m.seq=mv.seq AND m.visible_at<=$3 AND m.queue_id<>mv.dest"
-                " RETURNING m.seq", [s for s, _ in moves], [d for _, d in moves], now_ms)
+                " WHERE m.seq=mv.seq AND m.visible_at<=$3 RETURNING m.seq",
+                [s for s, _ in moves], [d for _, d in moves], now_ms)
         return len(rows)
 
     async def save_move_task(self, task: MoveTaskRecord) -> None:
@@ -686,6 +684,34 @@ class PostgresStore:
             rows = await db.fetch("SELECT record FROM conveyor_move_tasks WHERE $1::bigint IS"
                                   " NULL OR source_queue_id=$1", source_queue_id)
         return [MoveTaskRecord(**orjson.loads(r["record"])) for r in rows]
+
+
+class _Claim:
+    """Messages a claim took, on the claim's connection (in its transaction, if any)."""
+
+    __slots__ = ("db", "receipt", "messages")
+
+    def __init__(self, db: asyncpg.Connection, receipt: str,
+                 messages: list[StoredMessage]) -> None:
+        self.db, self.receipt, self.messages = db, receipt, messages
+
+    async def dead_letter(self, seqs: list[int], dead_letter_queue_id: int, source_arn: str,
+                          now_ms: int) -> None:
+        await self.db.execute(_DEAD_LETTER, dead_letter_queue_id, now_ms, source_arn, seqs,
+                              self.receipt)
+
+
+class _Held:
+    __slots__ = ("db", "found")
+
+    def __init__(self, db: asyncpg.Connection, found: dict[int, tuple[str | None, int]]) -> None:
+        self.db, self.found = db, found
+
+    async def set_visible_at(self, changes: list[tuple[int, int]]) -> None:
+        await self.db.execute(
+            "UPDATE conveyor_messages m SET visible_at=c.visible_at FROM unnest($1::bigint[],"
+            " $2::bigint[]) AS c(seq, visible_at) WHERE m.seq=c.seq",
+            [seq for seq, _ in changes], [at for _, at in changes])
 
 
 _LEASE_COLUMNS = "name, holder, version, expires_ms, data"

@@ -23,34 +23,35 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import functools
+import inspect
 import os
 import random
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
-from typing import IO
+from typing import IO, Any, TypeVar
 
 import apsw
 import orjson
 
 from conveyor.store.base import (
-    NOT_IN_FLIGHT,
     OK,
     STALE,
-    Counts,
     Handle,
     LeaseRecord,
     MoveTaskRecord,
     NewMessage,
     QueueRecord,
-    Redrive,
     SentMessage,
     StoredMessage,
     StoreError,
+    Tally,
 )
 
 SCHEMA_VERSION = 1
+T = TypeVar("T")
 
 SCHEMA = """
 -- One row per queue. `attributes` and `tags` are JSON objects of strings.
@@ -168,19 +169,17 @@ _configure_sqlite()
 # seconds: a chunk takes a few milliseconds.
 DELETE_CHUNK = 1_000
 
-# As SQS does, a FIFO receive looks for available groups among the queue's first 120,000
-# messages only: a backlog in one group holds back groups sent after it.
-FIFO_SCAN = 120_000
-
-# The queue's head in order (run as a co-routine: it stops once `limit` are found),
-# less the messages not visible yet and every group with a message in flight.
+# The queue's head in order (run as a co-routine: it stops once `limit` are found), less
+# the messages not visible yet and every group with a live message in flight; a head row's
+# sent_ms is read (from the table) last, for the rows that pass the rest.
 _FIFO_CANDIDATES = """
 SELECT head.seq FROM (
     SELECT seq, group_id, visible_at FROM messages INDEXED BY messages_fifo
     WHERE queue_id=:q AND group_id IS NOT NULL ORDER BY seq LIMIT :scan) AS head
 WHERE head.visible_at<=:now AND head.group_id NOT IN (
     SELECT group_id FROM messages WHERE queue_id=:q AND visible_at>:now
-    AND receive_count>0 AND group_id IS NOT NULL)
+    AND receive_count>0 AND group_id IS NOT NULL AND sent_ms>:cutoff)
+AND (SELECT sent_ms FROM messages WHERE seq=head.seq)>:cutoff
 LIMIT :limit
 """
 
@@ -190,6 +189,34 @@ _MESSAGE_COLUMNS = (
 )
 
 
+# The hot path's changes translate inside _Change (and the journal's in _append): no
+# wrapper call per message batch for them.
+_TRANSLATED_INSIDE = frozenset({"send", "delete"})
+
+
+def _translating(cls: type[T]) -> type[T]:
+    """Translate SQLite's errors where they enter, once for the whole store: every public
+    coroutine of `cls` raises StoreError for an apsw error (changes already did, within
+    _Change; reads did not: a locked or corrupt file leaked the driver's exception)."""
+    for name, method in list(vars(cls).items()):
+        if name in _TRANSLATED_INSIDE or name.startswith("_"):
+            continue
+        if inspect.iscoroutinefunction(method):
+            setattr(cls, name, _translated_call(method))
+    return cls
+
+
+def _translated_call(method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    @functools.wraps(method)
+    async def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return await method(*args, **kwargs)
+        except apsw.Error as exc:
+            raise StoreError(f"SQLite: {exc}") from exc
+    return call
+
+
+@_translating
 class SqliteStore:
     """The default store. One process owns a data directory (enforced with a lock file)."""
 
@@ -360,60 +387,63 @@ class SqliteStore:
             db.executemany(_INSERT, rows)
         return [SentMessage(m.message_id, seq) for seq, m in zip(seqs, messages, strict=True)]
 
-    async def receive(self, queue: QueueRecord, max_messages: int, visibility_ms: int,
-                      now_ms: int, redrive: Redrive | None) -> list[StoredMessage]:
-        cutoff = now_ms - queue.retention_ms
-        async with self._write() as db:
-            if queue.fifo:
-                candidates = self._fifo_candidates(db, queue.id, max_messages, now_ms)
-            else:
-                candidates = db.execute(
-                    f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE queue_id=? AND visible_at<=?"
-                    " ORDER BY visible_at LIMIT ?", (queue.id, now_ms, max_messages)).fetchall()
-            # One token for the whole receive: a handle also names its message, so handles
-            # stay distinct, and one UPDATE binds five values instead of five per message.
-            receipt = f"{self._tokens.getrandbits(64):016x}"
-            taken: list[StoredMessage] = []
-            for row in candidates:
-                message = StoredMessage(*row)
-                if message.sent_ms <= cutoff:
-                    db.execute("DELETE FROM messages WHERE seq=?", (message.seq,))
-                elif redrive and message.receive_count >= redrive.max_receive_count:
-                    db.execute(
-                        "UPDATE messages SET queue_id=?, visible_at=?, receive_count=0,"
-                        " first_receive_ms=NULL, receipt=NULL, dlq_source_arn=? WHERE seq=?",
-                        (redrive.dead_letter_queue_id, now_ms, redrive.source_arn, message.seq))
-                    redrive.moved.append(message.message_id)
-                else:
-                    message.receive_count += 1
-                    message.first_receive_ms = message.first_receive_ms or now_ms
-                    message.receipt = receipt
-                    taken.append(message)
-            if taken:
-                db.execute(
-                    "UPDATE messages SET visible_at=?, receive_count=receive_count+1,"
-                    " first_receive_ms=coalesce(first_receive_ms, ?), receipt=? WHERE seq IN"
-                    f" ({','.join('?' * len(taken))})",
-                    (now_ms + visibility_ms, now_ms, receipt, *[m.seq for m in taken]))
+    def claim(self, queue: QueueRecord, max_messages: int, now_ms: int, cutoff_ms: int,
+              visible_at_ms: int, fifo_scan: int) -> _Claim:
+        """Inside the current write group: the candidates are selected and marked received
+        with no await between, so no other change comes in between."""
+        return _Claim(self, queue, max_messages, now_ms, cutoff_ms, visible_at_ms, fifo_scan)
+
+    def _claim_now(self, db: apsw.Connection, queue: QueueRecord, max_messages: int,
+                   now_ms: int, cutoff_ms: int, visible_at_ms: int,
+                   fifo_scan: int) -> list[StoredMessage]:
+        """Select and receive the candidates, in the caller's transaction."""
+        if queue.fifo:
+            rows = self._fifo_candidates(db, queue.id, max_messages, now_ms, cutoff_ms,
+                                         fifo_scan)
+        else:
+            rows = db.execute(
+                f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE queue_id=? AND visible_at<=?"
+                " AND sent_ms>? ORDER BY visible_at LIMIT ?",
+                (queue.id, now_ms, cutoff_ms, max_messages)).fetchall()
+        if not rows:
+            return []
+        # One token for the whole receive: a handle also names its message, so handles
+        # stay distinct, and one UPDATE binds five values instead of five per message.
+        receipt = f"{self._tokens.getrandbits(64):016x}"
+        taken = [StoredMessage(*row) for row in rows]
+        for message in taken:
+            message.receive_count += 1
+            message.first_receive_ms = message.first_receive_ms or now_ms
+            message.receipt = receipt
+        db.execute(
+            "UPDATE messages SET visible_at=?, receive_count=receive_count+1,"
+            " first_receive_ms=coalesce(first_receive_ms, ?), receipt=? WHERE seq IN"
+            f" ({','.join('?' * len(taken))})",
+            (visible_at_ms, now_ms, receipt, *[m.seq for m in taken]))
         return taken
 
-    def _fifo_candidates(self, db: apsw.Connection, queue_id: int, limit: int,
-                         now_ms: int) -> list[tuple]:
-        """Visible messages in order among the first FIFO_SCAN, skipping every group that
-        has one in flight."""
+    def _dead_letter_now(self, db: apsw.Connection, seqs: list[int], dead_letter_queue_id: int,
+                         source_arn: str, now_ms: int) -> None:
+        db.executemany(
+            "UPDATE messages SET queue_id=?, visible_at=?, receive_count=0,"
+            " first_receive_ms=NULL, receipt=NULL, dlq_source_arn=? WHERE seq=?",
+            [(dead_letter_queue_id, now_ms, source_arn, seq) for seq in seqs])
+
+    def _fifo_candidates(self, db: apsw.Connection, queue_id: int, limit: int, now_ms: int,
+                         cutoff_ms: int, scan: int) -> list[tuple]:
+        """Visible, live messages in order among the first `scan`, skipping every group
+        that has a live one in flight."""
         seqs = [row[0] for row in db.execute(_FIFO_CANDIDATES, {
-            "q": queue_id, "now": now_ms, "scan": FIFO_SCAN, "limit": limit})]
+            "q": queue_id, "now": now_ms, "cutoff": cutoff_ms, "scan": scan, "limit": limit})]
         if not seqs:
             return []
         return db.execute(f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE seq IN"
                           f" ({','.join('?' * len(seqs))}) ORDER BY seq", seqs).fetchall()
 
     async def delete(self, queue: QueueRecord, handles: list[Handle],
-                     in_flight_at_ms: int | None = None) -> list[str]:
-        """Delete by receipt. With `in_flight_at_ms`, a handle whose visibility has run out
-        by then is stale (FIFO queues: the receipt handle expires with the visibility)."""
+                     in_flight_after_ms: int | None = None) -> list[str]:
         sql = "DELETE FROM messages WHERE seq=? AND queue_id=? AND receipt=? AND visible_at>?"
-        floor = -1 if in_flight_at_ms is None else in_flight_at_ms
+        floor = -1 if in_flight_after_ms is None else in_flight_after_ms
         rows = [(h.seq, queue.id, h.token, floor) for h in handles]
         async with self._write() as db:
             before = db.total_changes()
@@ -429,22 +459,18 @@ class SqliteStore:
                 outcomes.append(STALE if exists else OK)
             return outcomes
 
-    async def change_visibility(self, queue: QueueRecord, handles: list[Handle],
-                                now_ms: int) -> list[str]:
-        outcomes = []
-        async with self._write() as db:
-            for h in handles:
-                row = db.execute("SELECT receipt, visible_at FROM messages WHERE seq=? AND"
-                                 " queue_id=?", (h.seq, queue.id)).fetchone()
-                if row is None or row[0] != h.token:
-                    outcomes.append(STALE)
-                elif row[1] <= now_ms:
-                    outcomes.append(NOT_IN_FLIGHT)
-                else:
-                    db.execute("UPDATE messages SET visible_at=? WHERE seq=?",
-                               (h.visible_at_ms, h.seq))
-                    outcomes.append(OK)
-        return outcomes
+    def hold(self, queue: QueueRecord, seqs: list[int]) -> _Hold:
+        return _Hold(self, queue, seqs)
+
+    def _held_now(self, db: apsw.Connection, queue: QueueRecord,
+                  seqs: list[int]) -> dict[int, tuple[str | None, int]]:
+        found = {}
+        for seq in seqs:
+            row = db.execute("SELECT receipt, visible_at FROM messages WHERE seq=? AND"
+                             " queue_id=?", (seq, queue.id)).fetchone()
+            if row is not None:
+                found[seq] = (row[0], row[1])
+        return found
 
     async def purge(self, queue: QueueRecord, now_ms: int) -> None:
         # The purge time is committed first: should the server stop half-way, the
@@ -454,15 +480,15 @@ class SqliteStore:
         await self._delete_messages("queue_id=? AND sent_ms<=?", (queue.id, now_ms))
 
     async def peek(self, queue: QueueRecord, limit: int,
-                   now_ms: int) -> list[tuple[StoredMessage, int]]:
+                   cutoff_ms: int) -> list[tuple[StoredMessage, int]]:
         rows = self.db.execute(
             f"SELECT {_MESSAGE_COLUMNS}, visible_at FROM messages WHERE queue_id=? AND sent_ms>?"
-            " ORDER BY visible_at LIMIT ?", (queue.id, now_ms - queue.retention_ms, limit))
+            " ORDER BY visible_at LIMIT ?", (queue.id, cutoff_ms, limit))
         return [(StoredMessage(*row[:-1]), row[-1]) for row in rows]
 
-    async def counts(self, queue: QueueRecord, now_ms: int) -> Counts:
-        # All messages by state, read off the ready index (rows are read only for those
-        # not visible), less the expired ones the sweep has not deleted yet.
+    async def tally(self, queue: QueueRecord, now_ms: int, cutoff_ms: int) -> Tally:
+        # All messages by (due, received), read off the ready index (rows are read only
+        # for those not due), less the expired ones the sweep has not deleted yet.
         everything = self.db.execute(
             "SELECT (SELECT count(*) FROM messages WHERE queue_id=:q AND visible_at<=:now),"
             " (SELECT count(*) FROM messages WHERE queue_id=:q AND visible_at>:now"
@@ -474,25 +500,21 @@ class SqliteStore:
             " COALESCE(SUM(visible_at>:now AND receive_count>0),0),"
             " COALESCE(SUM(visible_at>:now AND receive_count=0),0)"
             " FROM messages WHERE queue_id=:q AND sent_ms<=:cutoff",
-            {"now": now_ms, "q": queue.id, "cutoff": now_ms - queue.retention_ms}).fetchone()
-        return Counts(*(n - gone for n, gone in zip(everything, expired, strict=True)))
+            {"now": now_ms, "q": queue.id, "cutoff": cutoff_ms}).fetchone()
+        due, received, delayed = (n - gone for n, gone in zip(everything, expired, strict=True))
+        # Due messages are one figure whether received or not: the states need no more.
+        return {(True, False): due, (False, True): received, (False, False): delayed}
 
     async def next_visible_ms(self, queue: QueueRecord, now_ms: int) -> int | None:
         row = self.db.execute("SELECT MIN(visible_at) FROM messages WHERE queue_id=?"
                               " AND visible_at>?", (queue.id, now_ms)).fetchone()
         return row[0]
 
-    async def expire(self, now_ms: int) -> int:
-        """Delete messages past their queue's retention, or sent before a purge that
-        did not finish, and stale dedup entries."""
+    async def expire(self, cutoffs: dict[int, int], now_ms: int) -> int:
         removed = 0
-        queues = self.db.execute("SELECT id, attributes, purged_s FROM queues").fetchall()
-        for queue_id, attributes, purged_s in queues:
-            retention_ms = int(orjson.loads(attributes)["MessageRetentionPeriod"]) * 1000
-            # purged_s is whole seconds: what was sent before that second was purged.
-            cutoff = max(now_ms - retention_ms, purged_s * 1000 - 1)
+        for queue_id, cutoff_ms in cutoffs.items():
             removed += await self._delete_messages("queue_id=? AND sent_ms<=?",
-                                                   (queue_id, cutoff))
+                                                   (queue_id, cutoff_ms))
         # Messages of a queue that is gone (moved to it as it was deleted), before a new
         # queue takes its id: each chunk checks again that the queue is still gone.
         live = {row[0] for row in self.db.execute("SELECT id FROM queues")}
@@ -527,13 +549,13 @@ class SqliteStore:
 
     # --- move tasks ------------------------------------------------------------------
 
-    async def movable(self, queue: QueueRecord, limit: int, now_ms: int) -> list[StoredMessage]:
-        # Oldest first in the sent index's order, which stops at `limit`: ordering by
-        # seq would sort the whole backlog of a big dead-letter queue at every step.
+    async def movable(self, queue: QueueRecord, limit: int, now_ms: int,
+                      cutoff_ms: int) -> list[StoredMessage]:
+        # Oldest first in the sent index's order, which stops at `limit`.
         rows = self.db.execute(
             f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE queue_id=? AND visible_at<=?"
             " AND sent_ms>? ORDER BY sent_ms, seq LIMIT ?",
-            (queue.id, now_ms, now_ms - queue.retention_ms, limit)).fetchall()
+            (queue.id, now_ms, cutoff_ms, limit)).fetchall()
         return [StoredMessage(*r) for r in rows]
 
     async def move(self, moves: list[tuple[int, int]], now_ms: int) -> int:
@@ -712,6 +734,73 @@ class _Change:
         waiter = group.loop.create_future()
         group.waiters.append(waiter)
         await waiter
+
+
+class _Claim:
+    """`async with store.claim(...) as claim`: the claim is made on entering, in this
+    turn's write group, and is durable once the block exits (see _Change)."""
+
+    __slots__ = ("store", "args", "change", "db", "messages")
+
+    def __init__(self, store: SqliteStore, *args: object) -> None:
+        self.store = store
+        self.args = args
+        self.change = _Change(store)
+
+    async def __aenter__(self) -> _Claim:
+        self.db = await self.change.__aenter__()
+        try:
+            self.messages = self.store._claim_now(self.db, *self.args)  # type: ignore[arg-type]
+        except BaseException as exc:
+            await self.change.__aexit__(type(exc), exc, exc.__traceback__)
+            raise
+        return self
+
+    async def dead_letter(self, seqs: list[int], dead_letter_queue_id: int, source_arn: str,
+                          now_ms: int) -> None:
+        with _translated():
+            self.store._dead_letter_now(self.db, seqs, dead_letter_queue_id, source_arn, now_ms)
+
+    async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                        tb: object) -> None:
+        await self.change.__aexit__(kind, error, tb)
+
+
+class _Hold:
+    """`async with store.hold(queue, seqs) as held`: like _Claim, for visibility changes."""
+
+    __slots__ = ("store", "queue", "seqs", "change", "db", "found")
+
+    def __init__(self, store: SqliteStore, queue: QueueRecord, seqs: list[int]) -> None:
+        self.store, self.queue, self.seqs = store, queue, seqs
+        self.change = _Change(store)
+
+    async def __aenter__(self) -> _Hold:
+        self.db = await self.change.__aenter__()
+        try:
+            self.found = self.store._held_now(self.db, self.queue, self.seqs)
+        except BaseException as exc:
+            await self.change.__aexit__(type(exc), exc, exc.__traceback__)
+            raise
+        return self
+
+    async def set_visible_at(self, changes: list[tuple[int, int]]) -> None:
+        with _translated():
+            self.db.executemany("UPDATE messages SET visible_at=? WHERE seq=?",
+                                [(visible_at, seq) for seq, visible_at in changes])
+
+    async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                        tb: object) -> None:
+        await self.change.__aexit__(kind, error, tb)
+
+
+@contextmanager
+def _translated() -> Iterator[None]:
+    """SQLite's errors as StoreError: where a driver call is made outside _Change's block."""
+    try:
+        yield
+    except apsw.Error as exc:
+        raise StoreError(f"SQLite: {exc}") from exc
 
 
 def _lock_directory(path: Path) -> IO[str]:

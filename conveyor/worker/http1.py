@@ -1,11 +1,38 @@
 """A lean HTTP/1.1 keep-alive client for the one thing the daemon does most: POST to the app.
 
-Why not aiohttp here: a general client spends ~200 µs of CPU per request on machinery the
-daemon does not need (cookies, redirects, multidicts, tracing); this one writes the request
-bytes in one go and parses the answer with httptools (the parser uvicorn uses), which is
-most of the difference between ~2,000 and ~4,000 messages/s on a 2-core machine.
-It only needs what the worker uses: POST with a body, status + a few headers back, the
-body drained, keep-alive, connect and response timeouts. The SQS client keeps aiohttp.
+Why not aiohttp's client (already a dependency, for SQS): measured with
+`bench/app_client.py` (a no-op app on loopback, uvloop, 256-byte POSTs with the sqsd headers,
+50 connections; BENCHMARKS.md, "Worker → app HTTP client"), this client makes 51,000–72,000
+POSTs/s at 14 µs of CPU each and adds 9 µs (p50) to a bare socket round trip; aiohttp 3.14,
+set up as lean as it goes, makes 9,900–14,000/s at 71–73 µs each and adds 85–105 µs. Five
+times the CPU per job is CPU the queue server and the app need on a small machine. aiohttp
+would also not resend a POST on a kept-alive connection the app closed as it was reused
+(it retries idempotent methods only), so it would need a layer of its own anyway. A general
+client spends its extra CPU on machinery the daemon does not need (cookies, redirects,
+multidicts, tracing, stream readers); this one writes the request bytes in one go and parses
+the answer with httptools (llhttp, the parser of uvicorn and Node). Being hand-written, it
+is held to a matrix: tests/worker/test_http1.py (every framing, apps that lie or break) and
+tests/worker/test_app_servers.py (http.server, gunicorn, uvicorn, waitress, Node, nginx).
+
+What it does, per RFC 9112, and only what the worker needs:
+
+- framing of the answer (§6.3): Content-Length, chunked, and bodies delimited by the close
+  of the connection (HTTP/1.0 style: `http.server`, many small frameworks and proxies) —
+  complete at a clean EOF, never reused after; a body cut short (fewer bytes than its
+  Content-Length, a chunked body without its last chunk, a reset) is a failure, not an
+  answer. Bodies are drained without being kept.
+- persistence (§9.3): an HTTP/1.0 answer is kept alive only with `Connection: keep-alive`,
+  an HTTP/1.1 one unless `Connection: close`; a connection is also dropped when the answer
+  came before the whole request was written, or when bytes arrive that no request asked for.
+- 1xx interim answers (100 Continue, 103 Early Hints) are skipped for the final answer;
+  a 101 (never asked for) is bad HTTP.
+- retrying (§9.3.1): a POST is sent again, once, only when it went out on a reused
+  keep-alive connection that then closed without a byte of answer — the race where the app
+  closes an idle connection as the request is written. Never after any byte of an answer,
+  never on a new connection, never after a timeout. (If the app instead crashed on that
+  request, this is one more delivery — the same as the SQS redelivery it would get anyway.)
+- limits: the answer's head (status line, headers, interim answers) may not exceed
+  MAX_HEAD_BYTES; the whole exchange is bounded by the caller's timeout (InactivityTimeout).
 """
 
 from __future__ import annotations
@@ -22,6 +49,10 @@ import httptools
 # Idle connections older than this are closed rather than reused: servers drop idle
 # keep-alive connections after 2 s (gunicorn) to 75 s, and a reused dead one costs a retry.
 IDLE_REUSE_S = 1.5
+# The most bytes of answer head read before the headers end: nginx's default buffers take
+# 4 × 8 KiB, Node's limit is 16 KiB; past this the app is broken or hostile, and llhttp
+# would otherwise buffer a header of any size in memory.
+MAX_HEAD_BYTES = 64 * 1024
 
 
 class ConnectFailed(OSError):
@@ -49,10 +80,15 @@ class Response:
 
 
 _KEPT_HEADERS = frozenset({b"retry-after"})
+_NO_BODY_STATUSES = frozenset({204, 304})
 
 
 class _Connection(asyncio.Protocol):
-    """One keep-alive connection; handles one request at a time."""
+    """One keep-alive connection; handles one request at a time.
+
+    State of the current exchange: `_waiter` is resolved with the final answer once its
+    body is complete (or failed); `_head_bytes` counts what arrived before the final
+    answer's headers ended; `_close_delimited` says the final answer's body ends at EOF."""
 
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
@@ -62,36 +98,77 @@ class _Connection(asyncio.Protocol):
         self._waiter: asyncio.Future[Response] | None = None
         self._headers: dict[str, str] = {}
         self._got_bytes = False
+        self._head_bytes = 0
+        self._in_head = True
+        self._framed = False  # the message being parsed has a Content-Length or is chunked
+        self._close_delimited = False
 
     # asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
 
     def data_received(self, data: bytes) -> None:
+        if not self._expecting:
+            self.close()  # bytes no request asked for: the stream is out of step
+            return
         self._got_bytes = True
         try:
             self._parser.feed_data(data)
-        except httptools.HttpParserError as exc:
-            self._fail(ConnectionBroken(f"bad HTTP from the app: {exc}"))
-            self.close()
+        except (httptools.HttpParserError, httptools.HttpParserUpgrade) as exc:
+            self._broken(f"bad HTTP from the app: {exc or type(exc).__name__}")
+            return
+        if self._in_head:
+            self._head_bytes += len(data)
+            if self._head_bytes > MAX_HEAD_BYTES:
+                self._broken(f"the app's answer head exceeds {MAX_HEAD_BYTES} bytes")
+
+    def eof_received(self) -> bool | None:
+        self.closed = True  # before the waiter's task runs: never pooled
+        if self._expecting and self._close_delimited:
+            self._resolve()  # RFC 9112 §6.3 (8): the close is the end of this body
+        return None  # close our side too; connection_lost fails anything left pending
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        self._fail(ConnectionBroken(str(exc) if exc else "the app closed the connection"))
+        if exc is not None:
+            reason = f"connection lost: {exc}"
+        elif not self._got_bytes:
+            reason = "the app closed the connection without answering"
+        else:
+            reason = "the app closed the connection before its answer was complete"
+        self._fail(ConnectionBroken(reason))
 
     # httptools callbacks
+    def on_message_begin(self) -> None:
+        if not self._expecting:
+            self.close()  # another answer after the final one: the stream is out of step
+        self._framed = False
+
     def on_header(self, name: bytes, value: bytes) -> None:
-        if name.lower() in _KEPT_HEADERS:
-            self._headers[name.decode().lower()] = value.decode("latin-1")
+        name = name.lower()
+        if name == b"content-length":
+            self._framed = True
+        elif name == b"transfer-encoding":
+            # chunked only if it is the last coding (§6.3 (4)); the parser checks the rest
+            self._framed = value.rsplit(b",", 1)[-1].strip().lower() == b"chunked"
+        if name in _KEPT_HEADERS:
+            self._headers[name.decode()] = value.decode("latin-1")
+
+    def on_headers_complete(self) -> None:
+        status = self._parser.get_status_code()
+        if 100 <= status < 200:
+            return  # an interim answer: no body, its head counts towards the limit
+        self._in_head = False
+        self._close_delimited = not self._framed and status not in _NO_BODY_STATUSES
 
     def on_message_complete(self) -> None:
-        status = self._parser.get_status_code()
-        if 100 <= status < 200 and status != 101:
+        if self._in_head:
             self._headers = {}  # an interim answer (100 Continue, 103 Early Hints): wait on
             return
-        if self._waiter is not None and not self._waiter.done():
-            self._waiter.set_result(Response(status, self._headers))
-        if not self._parser.should_keep_alive():
+        self._resolve()
+        # Keep the connection only if both sides agree and the stream is in step.
+        assert self.transport is not None
+        if not self._parser.should_keep_alive() or self.transport.get_write_buffer_size():
             self.close()
 
     # use
@@ -101,22 +178,42 @@ class _Connection(asyncio.Protocol):
         return not self._got_bytes
 
     def send(self, request: bytes) -> asyncio.Future[Response]:
-        """Write one request; the future resolves with its answer."""
+        """Write one request; the future resolves with its complete answer."""
         assert self.transport is not None
         self._waiter = asyncio.get_running_loop().create_future()
         self._headers = {}
         self._got_bytes = False
+        self._head_bytes = 0
+        self._in_head = True
+        self._close_delimited = False
         self.transport.write(request)
         return self._waiter
 
     def close(self) -> None:
-        """Close the connection (pending request fails)."""
+        """Close the connection (a pending request fails); unsent bytes are dropped."""
         self.closed = True
         if self.transport is not None:
-            self.transport.close()
+            if self.transport.get_write_buffer_size():
+                self.transport.abort()  # do not go on sending a body nobody will read
+            else:
+                self.transport.close()
+
+    @property
+    def _expecting(self) -> bool:
+        return self._waiter is not None and not self._waiter.done()
+
+    def _resolve(self) -> None:
+        if self._expecting:
+            assert self._waiter is not None
+            self._waiter.set_result(Response(self._parser.get_status_code(), self._headers))
+
+    def _broken(self, reason: str) -> None:
+        self._fail(ConnectionBroken(reason))
+        self.close()
 
     def _fail(self, exc: Exception) -> None:
-        if self._waiter is not None and not self._waiter.done():
+        if self._expecting:
+            assert self._waiter is not None
             self._waiter.set_exception(exc)
 
 
@@ -147,9 +244,8 @@ class AppClient:
             except ConnectionBroken:
                 if not conn.answered_nothing:
                     raise
-                # The app closed an idle connection as we reused it: once more, on a new
-                # one. (If it crashed mid-job instead, this is one more delivery — the same
-                # at-least-once an SQS redelivery would give.)
+                # The app closed this idle connection as we reused it: once more, on a
+                # new one (see the module's docstring).
         conn = await self._connect()
         return await self._exchange(conn, request, timeout_s)
 

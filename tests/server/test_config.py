@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import ServerProcess, sqs_client
+from tests.support import ServerProcess, sqs_client, start_fails
 
 CONFIG = """
 mode: relaxed
@@ -54,15 +54,6 @@ def test_declared_queues_exist_with_their_settings(tmp_path: Path) -> None:
         server.stop()
 
 
-def _start_fails(*args: str) -> str:
-    """Run `conveyor server ARGS`, expect it to stop at once with an error; return stderr."""
-    done = subprocess.run([sys.executable, "-m", "conveyor", "server", *args],
-                          capture_output=True, text=True, timeout=30)
-    assert done.returncode != 0
-    assert "Traceback" not in done.stderr
-    return done.stderr
-
-
 @pytest.mark.parametrize(("text", "error"), [
     ("queues: [1, 2\n", "while parsing"),
     ("- 1\n", "expected a mapping at the top level"),
@@ -88,13 +79,18 @@ def _start_fails(*args: str) -> str:
     ("metrics_port: 0\n", "metrics_port: expected 1-65535, not 0"),
     ("console_session_hours: 0\n", "console_session_hours: expected more than 0"),
     ("console_session_hours: soon\n", "console_session_hours: expected a number of hours"),
+    ("request_timeout: soon\n", "request_timeout: expected seconds, not 'soon'"),
+    ("request_timeout: 0\n", "request_timeout: expected seconds above 0, not 0"),
+    ("max_connections: 0\n", "max_connections: expected at least 1, not 0"),
+    ("max_connections: 1.5\n", "max_connections: expected a number of connections"),
+    ("tls_cert: /nonexistent/cert.pem\n", "--tls-cert /nonexistent/cert.pem: no such file"),
 ])
 def test_a_bad_file_is_refused_with_a_clear_error(tmp_path: Path, text: str,
                                                   error: str) -> None:
     config = tmp_path / "conveyor.yaml"
     config.write_text(text)
     # no --port: it would override the file's
-    assert error in _start_fails("--data-dir", str(tmp_path / "data"), "--config", str(config))
+    assert error in start_fails("--data-dir", str(tmp_path / "data"), "--config", str(config))
 
 
 def test_start_problems_are_explained(tmp_path: Path) -> None:
@@ -102,23 +98,23 @@ def test_start_problems_are_explained(tmp_path: Path) -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = str(taken.getsockname()[1])
-        error = _start_fails("--port", port, "--data-dir", str(tmp_path / "a"))
+        error = start_fails("--port", port, "--data-dir", str(tmp_path / "a"))
     assert f"127.0.0.1:{port} is already in use" in error and "--port" in error
 
-    error = _start_fails("--host", "0.0.0.0", "--data-dir", str(tmp_path / "b"))
+    error = start_fails("--host", "0.0.0.0", "--data-dir", str(tmp_path / "b"))
     assert "without access keys" in error and "--allow-open" in error
 
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = str(taken.getsockname()[1])
-        error = _start_fails("--port", "0", "--metrics-port", port, "--data-dir",
+        error = start_fails("--port", "0", "--metrics-port", port, "--data-dir",
                              str(tmp_path / "d"))
     assert f"--metrics-port {port}: " in error
 
     running = ServerProcess(tmp_path / "c").start()
     try:
-        error = _start_fails("--port", "0", "--data-dir", str(tmp_path / "c"))
+        error = start_fails("--port", "0", "--data-dir", str(tmp_path / "c"))
     finally:
         running.stop()
     assert "in use by another Conveyor server" in error

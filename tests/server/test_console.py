@@ -94,7 +94,7 @@ def test_queue_page_shows_the_next_messages_without_receiving_them(
 
     page = _get(raw, f"/console/queues/us-east-1/{queue_name_of(source)}").body.decode()
     messages = page.split("<h2>Messages</h2>")[1].split("<h2>")[0]
-    rows = _rows(messages)
+    rows = [r[1:] for r in _rows(messages)]  # the first column: boxes to select messages
     assert [r[2] for r in rows] == ["visible", "delayed for 120 s", "in flight for 900 s"]
     assert rows[1][0] == later["MessageId"] and rows[2][0] == taken["MessageId"]
     assert [r[3] for r in rows] == ["0", "0", "1"]
@@ -157,3 +157,20 @@ def test_an_open_console_has_no_sign_in(raw: RawClient) -> None:
     # Its forms still need a CSRF token (none is shown yet, so none can match).
     form = {"Content-Type": "application/x-www-form-urlencoded"}
     assert raw.request("POST", "/console/sign-out", b"", form, sign=False).status == 403
+
+
+def test_assets_ship_inside_the_package_and_pages_run_no_inline_script(raw: RawClient) -> None:
+    page = _get(raw, "/console")
+    policy = page.header("content-security-policy") or ""
+    assert "script-src 'self'" in policy and "default-src 'none'" in policy
+    html = page.body.decode()
+    assert re.findall(r"<script[^>]*>", html) == ['<script src="/console/static/console.js" '
+                                                  "defer>"]
+    for name, kind in (("console.js", "text/javascript"), ("console.css", "text/css")):
+        asset = _get(raw, f"/console/static/{name}")
+        assert asset.status == 200 and asset.header("content-type").startswith(kind)
+        assert len(asset.body) > 500
+    assert b"prefers-color-scheme: dark" in _get(raw, "/console/static/console.css").body
+    for path in ("/console/static/../app.py", "/console/static/__init__.py",
+                 "/console/static/nope.js"):
+        assert _get(raw, path).status == 404, path

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from conveyor.server import console_auth as auth
+from conveyor.server.console import auth
 from conveyor.server.http import Request
 from tests.server.conftest import Launcher
 from tests.server.helpers import Browser, RawClient, advance_clock, unique

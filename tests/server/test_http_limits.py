@@ -13,8 +13,6 @@ import datetime
 import ipaddress
 import json
 import socket
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -31,7 +29,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from tests.server.helpers import unique
-from tests.support import ServerProcess, sqs_client
+from tests.support import ServerProcess, sqs_client, start_fails
 
 REQUEST_TIMEOUT = "1"  # seconds; the first byte of a new connection gets as long
 HEALTH = b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
@@ -270,29 +268,20 @@ def test_https_with_the_servers_own_certificate(tmp_path: Path,
         server.stop()
 
 
-def _start_error(*args: str) -> str:
-    """Run `conveyor server ARGS`, expect it to stop at once with an error; return stderr."""
-    done = subprocess.run([sys.executable, "-m", "conveyor", "server", "--port", "0", *args],
-                          capture_output=True, text=True, timeout=30)
-    assert done.returncode != 0
-    assert "Traceback" not in done.stderr
-    return done.stderr
-
-
 def test_bad_tls_files_stop_the_start_with_a_clear_error(
         tmp_path: Path, certificate: tuple[Path, Path]) -> None:
     cert, key = certificate
-    data = ("--data-dir", str(tmp_path / "data"))
+    data = ("--port", "0", "--data-dir", str(tmp_path / "data"))
     missing = tmp_path / "missing.pem"
-    assert f"--tls-key {missing}: no such file" in _start_error(
+    assert f"--tls-key {missing}: no such file" in start_fails(
         *data, "--tls-cert", str(cert), "--tls-key", str(missing))
-    assert "not a PEM certificate and its private key" in _start_error(
+    assert "not a PEM certificate and its private key" in start_fails(
         *data, "--tls-cert", str(key), "--tls-key", str(key))
-    assert "not a PEM certificate and its private key" in _start_error(
+    assert "not a PEM certificate and its private key" in start_fails(
         *data, "--tls-cert", str(cert))  # no key in the certificate's file
-    assert "private key is encrypted" in _start_error(
+    assert "private key is encrypted" in start_fails(
         *data, "--tls-cert", str(cert), "--tls-key", str(cert.parent / "encrypted.pem"))
-    assert "tls_key without tls_cert" in _start_error(*data, "--tls-key", str(key))
+    assert "tls_key without tls_cert" in start_fails(*data, "--tls-key", str(key))
 
 
 # --------------------------------------------------------------------------- config file
@@ -316,17 +305,3 @@ def test_the_limits_come_from_the_config_file_too(tmp_path: Path) -> None:
             assert _refused(server)
     finally:
         server.stop()
-
-
-@pytest.mark.parametrize(("text", "error"), [
-    ("request_timeout: soon\n", "request_timeout: expected seconds, not 'soon'"),
-    ("request_timeout: 0\n", "request_timeout: expected seconds above 0, not 0"),
-    ("max_connections: 0\n", "max_connections: expected at least 1, not 0"),
-    ("max_connections: 1.5\n", "max_connections: expected a number of connections"),
-    ("tls_cert: /nonexistent/cert.pem\n", "--tls-cert /nonexistent/cert.pem: no such file"),
-])
-def test_bad_limits_in_the_config_file_are_explained(tmp_path: Path, text: str,
-                                                     error: str) -> None:
-    config = tmp_path / "conveyor.yaml"
-    config.write_text(text)
-    assert error in _start_error("--data-dir", str(tmp_path / "data"), "--config", str(config))

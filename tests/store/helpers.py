@@ -9,8 +9,10 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from conveyor.service import rules
+from conveyor.service.messages import Redrive, change_visibility_in, receive_from
 from conveyor.store import journal, postgres, sqlite
-from conveyor.store.base import NewMessage
+from conveyor.store.base import Counts, Handle, NewMessage, QueueRecord, StoredMessage
 from tests.support import CREATED_SCHEMAS, POSTGRES_URL, require_postgres
 
 # Every store: SQLite alone, SQLite behind the journal (the server's default), PostgreSQL.
@@ -23,6 +25,33 @@ ATTRIBUTES = {"MessageRetentionPeriod": "345600", "VisibilityTimeout": "30",
 
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+async def receive(store: Any, queue: QueueRecord, max_messages: int, visibility_ms: int,
+                  now_ms: int, redrive: Redrive | None) -> list[StoredMessage]:
+    """A receive as the service makes it: the store's claim, the rules' decisions."""
+    return await receive_from(store, queue, max_messages, visibility_ms, now_ms, redrive)
+
+
+async def change_visibility(store: Any, queue: QueueRecord, handles: list[Handle],
+                            now_ms: int) -> list[str]:
+    return await change_visibility_in(store, queue, handles, now_ms)
+
+
+async def counts(store: Any, queue: QueueRecord, now_ms: int) -> Counts:
+    return rules.counts(await store.tally(queue, now_ms, rules.retention_cutoff_ms(queue, now_ms)))
+
+
+async def expire(store: Any, now_ms: int) -> int:
+    """The retention sweep as the service runs it, over every queue."""
+    queues = await store.list_queues(None, "")
+    return await store.expire({q.id: rules.retention_cutoff_ms(q, now_ms) for q in queues},
+                              now_ms)
+
+
+async def movable(store: Any, queue: QueueRecord, limit: int,
+                  now_ms: int) -> list[StoredMessage]:
+    return await store.movable(queue, limit, now_ms, rules.retention_cutoff_ms(queue, now_ms))
 
 
 def message(body: str, sent_ms: int, visible_at_ms: int | None = None,

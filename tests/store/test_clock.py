@@ -20,7 +20,7 @@ def test_a_shared_store_does_not_correct_an_advanced_clock_away() -> None:
         clock = Clock(offset_s=3600)  # a machine an hour fast, as --dev-clock-skew makes it
         schema = "t_" + os.urandom(6).hex()
         CREATED_SCHEMAS.append(schema)
-        store = await PostgresStore(f"{POSTGRES_URL}?schema={schema}", 1, clock.local_ms).open()
+        store = await PostgresStore(f"{POSTGRES_URL}?schema={schema}", 1, clock).open()
         try:
             clock.advance(62)
             await store._measure_skew()  # what the store does every SKEW_REFRESH_S

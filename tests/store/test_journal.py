@@ -14,10 +14,18 @@ from pathlib import Path
 
 import pytest
 
+from conveyor.service.messages import Redrive
 from conveyor.store import journal
-from conveyor.store.base import OK, STALE, Handle, QueueRecord, Redrive, StoreError
+from conveyor.store.base import OK, STALE, Handle, QueueRecord, StoreError
 from conveyor.store.journal import JournaledStore
-from tests.store.helpers import ATTRIBUTES, message, now_ms
+from tests.store.helpers import (
+    ATTRIBUTES,
+    change_visibility,
+    expire,
+    message,
+    now_ms,
+    receive,
+)
 
 ARN = "arn:aws:sqs:us-east-1:000000000000:q"
 
@@ -76,14 +84,14 @@ def test_a_restart_after_a_crash_replays_every_kind_of_change(tmp_path: Path) ->
         await store.send(queue, [message(f"m-{i}", now) for i in range(6)], now, 0)
         await store.send(queue, [message("later", now, now + 60_000)], now, 0)
         await store.send(gone, [message("lost with its queue", now)], now, 0)
-        taken = await store.receive(queue, 4, 30_000, now, None)
+        taken = await receive(store, queue, 4, 30_000, now, None)
         deleted, extended, back, dead = taken
         assert await store.delete(queue, [Handle(deleted.seq, deleted.receipt or "")]) == [OK]
-        assert await store.change_visibility(queue, [
+        assert await change_visibility(store, queue, [
             Handle(extended.seq, extended.receipt or "", now + 90_000),
             Handle(back.seq, back.receipt or "", now)], now) == [OK, OK]
         redrive = Redrive(1, dlq.id, ARN)
-        await store.receive(queue, 2, 30_000, now + 1, redrive)  # `back` dead-lettered
+        await receive(store, queue, 2, 30_000, now + 1, redrive)  # `back` dead-lettered
         assert redrive.moved == [back.message_id]
         store._record([["q", gone.id]])  # what delete_queue journals for late sends
         state = held(store)
@@ -133,7 +141,7 @@ def test_a_failed_journal_write_changes_nothing(tmp_path: Path,
             with pytest.raises(StoreError, match="No space left"):
                 await store.send(queue, [message("refused", now)], now, 0)
             with pytest.raises(StoreError, match="No space left"):
-                await store.receive(queue, 10, 30_000, now, None)
+                await receive(store, queue, 10, 30_000, now, None)
         assert len(writes) == 3
         assert held(store) == memory and path.stat().st_size == size
         await store.send(queue, [message("after", now)], now, 0)
@@ -150,8 +158,8 @@ def test_a_journal_already_checkpointed_is_not_replayed(tmp_path: Path) -> None:
     async def before() -> None:
         store, queue, now = await _one_queue(tmp_path, "done")
         shutil.copy(tmp_path / "journal-000000000001", tmp_path / "copy")
-        await store.expire(now)  # checkpoints: the message moves into SQLite
-        [m] = await store.receive(queue, 1, 30_000, now, None)
+        await expire(store, now)  # checkpoints: the message moves into SQLite
+        [m] = await receive(store, queue, 1, 30_000, now, None)
         assert await store.delete(queue, [Handle(m.seq, m.receipt or "")]) == [OK]
         os.rename(tmp_path / "copy", tmp_path / "journal-000000000001")
         crash(store)
@@ -174,10 +182,10 @@ def test_a_failed_checkpoint_keeps_memory_and_journal(tmp_path: Path,
             patched.setattr(store, "_commit_pending", broken)
             with pytest.raises(StoreError):
                 await store.purge(queue, now)
-        [m] = await store.receive(queue, 10, 30_000, now, None)  # still held
+        [m] = await receive(store, queue, 10, 30_000, now, None)  # still held
         assert m.body == "a"
         assert await store.delete(queue, [Handle(m.seq, "other")]) == [STALE]
-        await store.expire(now)  # the next checkpoint moves it into SQLite
+        await expire(store, now)  # the next checkpoint moves it into SQLite
         assert not store._pending and len(in_sqlite(store)) == 1
         await store.close()
 
@@ -205,17 +213,17 @@ def test_random_changes_and_crashes_lose_nothing(tmp_path: Path) -> None:
                 batch = [message(f"{number}-{step}-{i}", now) for i in range(rng.randint(1, 10))]
                 await store.send(queue, batch, now, 0)
             elif action < 0.6:
-                taken += await store.receive(queue, rng.randint(1, 10), rng.choice([0, 30_000]),
+                taken += await receive(store, queue, rng.randint(1, 10), rng.choice([0, 30_000]),
                                              now, redrive)
             elif action < 0.8 and taken:
                 chosen = rng.sample(taken, rng.randint(1, min(10, len(taken))))
                 await store.delete(queue, [Handle(m.seq, m.receipt or "") for m in chosen])
             elif action < 0.9 and taken:
                 m = rng.choice(taken)
-                await store.change_visibility(
+                await change_visibility(store,
                     queue, [Handle(m.seq, m.receipt or "", now + rng.randint(0, 60_000))], now)
             elif action < 0.95:
-                await store.expire(now)  # a checkpoint
+                await expire(store, now)  # a checkpoint
             now += rng.randint(0, 2_000)
         state = held(store) | in_sqlite(store)
         assert len(list(tmp_path.glob("journal-*"))) == 1  # checkpointed ones are removed
@@ -242,7 +250,7 @@ def test_past_the_limit_a_checkpoint_runs_by_itself(tmp_path: Path,
         assert store._checkpoint_task is not None
         await store._checkpoint_task
         assert store._held == 0 and len(in_sqlite(store)) == 8
-        assert len(await store.receive(queue, 10, 30_000, now, None)) == 8
+        assert len(await receive(store, queue, 10, 30_000, now, None)) == 8
         await store.close()
 
     asyncio.run(scenario())

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from conveyor.store import postgres, sqlite
-from conveyor.store.base import Redrive, Store
-from tests.store.helpers import ATTRIBUTES, KINDS, message, now_ms, run
+from conveyor.service import rules
+from conveyor.service.messages import Redrive
+from conveyor.store.base import Store
+from tests.store.helpers import ATTRIBUTES, KINDS, counts, message, now_ms, receive, run
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -18,8 +19,7 @@ def test_a_fifo_receive_looks_at_the_queues_head_only(kind: str, tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """SQS scans the first 120,000 messages of a FIFO queue for available groups: a
     backlog in a group with a message in flight holds back the groups sent after it."""
-    module = postgres if kind == "postgresql" else sqlite
-    monkeypatch.setattr(module, "FIFO_SCAN", 20)
+    monkeypatch.setattr(rules, "FIFO_SCAN", 20)
 
     async def scenario(store: Store) -> None:
         queue = await store.create_queue("us-east-1", "q.fifo", ATTRIBUTES, {}, 0)
@@ -28,13 +28,13 @@ def test_a_fifo_receive_looks_at_the_queues_head_only(kind: str, tmp_path: Path,
         await store.send(queue, backlog, now, 300_000)
         await store.send(queue, [message("b-0", now, group_id="b")], now, 300_000)
 
-        async def receive() -> list[str]:
-            return [m.body for m in await store.receive(queue, 10, 30_000, now, None)]
+        async def bodies() -> list[str]:
+            return [m.body for m in await receive(store, queue, 10, 30_000, now, None)]
 
-        assert await receive() == [f"a-{i}" for i in range(10)]  # group a now in flight
-        assert await receive() == []  # b-0 is the 26th message: beyond the scan
-        monkeypatch.setattr(module, "FIFO_SCAN", 26)
-        assert await receive() == ["b-0"]
+        assert await bodies() == [f"a-{i}" for i in range(10)]  # group a now in flight
+        assert await bodies() == []  # b-0 is the 26th message: beyond the scan
+        monkeypatch.setattr(rules, "FIFO_SCAN", 26)
+        assert await bodies() == ["b-0"]
 
     run(kind, tmp_path, scenario)
 
@@ -49,13 +49,13 @@ def test_a_receive_dead_letters_only_what_it_would_return(kind: str, tmp_path: P
         now = now_ms()
         await store.send(queue, [message(f"m-{i}", now) for i in range(5)], now, 300_000)
         for _ in range(2):  # every message received twice, visible again at once
-            assert len(await store.receive(queue, 10, 0, now, None)) == 5
+            assert len(await receive(store, queue, 10, 0, now, None)) == 5
             now += 1
         redrive = Redrive(2, dlq.id, "arn:aws:sqs:us-east-1:000000000000:q")
-        assert await store.receive(queue, 2, 30_000, now, redrive) == []
+        assert await receive(store, queue, 2, 30_000, now, redrive) == []
         assert len(redrive.moved) == 2
-        counts = await store.counts(queue, now)
-        assert counts.visible == 3
-        assert (await store.counts(dlq, now)).visible == 2
+        found = await counts(store, queue, now)
+        assert found.visible == 3
+        assert (await counts(store, dlq, now)).visible == 2
 
     run(kind, tmp_path, scenario)

@@ -9,9 +9,19 @@ import asyncio
 from collections.abc import Awaitable
 from pathlib import Path
 
-from conveyor.store.base import Counts, Handle, QueueRecord, Redrive
+from conveyor.service.messages import Redrive
+from conveyor.store.base import Counts, Handle, QueueRecord
 from conveyor.store.sqlite import DELETE_CHUNK, SqliteStore
-from tests.store.helpers import message, now_ms, run
+from tests.store.helpers import (
+    change_visibility,
+    counts,
+    expire,
+    message,
+    movable,
+    now_ms,
+    receive,
+    run,
+)
 
 RETENTION_S = 60
 ATTRIBUTES = {"MessageRetentionPeriod": str(RETENTION_S), "VisibilityTimeout": "30",
@@ -75,7 +85,7 @@ def test_retention_sweep_deletes_the_expired_a_chunk_at_a_time(tmp_path: Path) -
         now = now_ms()
         await _fill(store, queue, BACKLOG, now - RETENTION_S * 1000 - 1)
         await _fill(store, queue, 4, now - RETENTION_S * 1000 + 5000, prefix="young")
-        task = await _served_meanwhile(store, queue, store.expire(now))
+        task = await _served_meanwhile(store, queue, expire(store, now))
         assert task.result() == BACKLOG
         assert _bodies(store, queue) == {"during", *(f"young-{i}" for i in range(4))}
 
@@ -92,7 +102,7 @@ def test_the_sweep_finishes_a_purge_that_was_cut_short(tmp_path: Path) -> None:
         await _fill(store, queue, 2, purge_s * 1000 + 1, prefix="after")
         queue.purged_s = purge_s  # as the purge's first transaction leaves it
         await store.update_queue(queue)
-        assert await store.expire(now_ms()) == 3
+        assert await expire(store, now_ms()) == 3
         assert _bodies(store, queue) == {"after-0", "after-1"}
 
     run("sqlite", tmp_path, scenario)
@@ -107,7 +117,7 @@ def test_the_sweep_deletes_messages_whose_queue_is_gone(tmp_path: Path) -> None:
         await _fill(store, gone, DELETE_CHUNK + 1, now_ms(), prefix="orphan")
         await _fill(store, kept, 2, now_ms(), prefix="kept")
         store.db.execute("DELETE FROM queues WHERE id=?", (gone.id,))
-        await store.expire(now_ms())
+        await expire(store, now_ms())
         assert _bodies(store, gone) == set()
         assert _bodies(store, kept) == {"kept-0", "kept-1"}
 
@@ -125,14 +135,14 @@ def test_counts_leave_out_expired_messages_in_every_state(tmp_path: Path) -> Non
                              sent, 300_000)
             await store.send(queue, [message(f"delayed-{sent}", sent, now + 60_000)],
                              sent, 300_000)
-        assert await store.counts(queue, now) == Counts(visible=3, in_flight=0, delayed=1)
+        assert await counts(store, queue, now) == Counts(visible=3, in_flight=0, delayed=1)
         # Two of each age in flight, as a receive leaves them (a receive itself would
         # delete the expired ones it meets).
         store.db.execute("UPDATE messages SET receive_count=1, visible_at=? WHERE body IN"
                          " (?, ?, ?, ?)", (now + 30_000, f"visible-{old}-0",
                                            f"visible-{old}-1", f"visible-{young}-0",
                                            f"visible-{young}-1"))
-        assert await store.counts(queue, now) == Counts(visible=1, in_flight=2, delayed=1)
+        assert await counts(store, queue, now) == Counts(visible=1, in_flight=2, delayed=1)
 
     run("sqlite", tmp_path, scenario)
 
@@ -155,16 +165,16 @@ def test_no_statement_scans_or_sorts_the_messages_table(tmp_path: Path) -> None:
             queue = await store.create_queue("us-east-1", name, ATTRIBUTES, {}, 0)
             messages = [message(f"{name}-{i}", now, group_id=group) for i in range(2)]
             await store.send(queue, messages, now, 300_000)
-            taken = await store.receive(queue, 10, 30_000, now, Redrive(5, queue.id, "arn"))
-            await store.change_visibility(queue, [Handle(taken[0].seq, taken[0].receipt or "",
+            taken = await receive(store, queue, 10, 30_000, now, Redrive(5, queue.id, "arn"))
+            await change_visibility(store, queue, [Handle(taken[0].seq, taken[0].receipt or "",
                                                          now + 1000)], now)
             await store.delete(queue, [Handle(m.seq, m.receipt or "") for m in taken], now)
-            await store.counts(queue, now)
+            await counts(store, queue, now)
             await store.next_visible_ms(queue, now)
-            await store.move([(m.seq, queue.id) for m in await store.movable(queue, 10, now)],
+            await store.move([(m.seq, queue.id) for m in await movable(store, queue, 10, now)],
                              now)
             await store.purge(queue, now)
-            await store.expire(now)
+            await expire(store, now)
             await store.delete_queue(queue, now // 1000)
         store.db.exec_trace = None
 

@@ -90,11 +90,13 @@ class EchoResponders:
             for message in messages:
                 while self.hold.is_set() and not self.stop.is_set():
                     self.stop.wait(0.05)
+                # Counted before the reply goes: a requester that has its reply may look
+                # at the count at once (counted after, the last one raced the test).
+                self.served[name] += 1
                 self.responder.send_response_message(
                     message, {"MessageBody": message["Body"].upper()})
                 self.sqs.delete_message(QueueUrl=self.request_url,
                                         ReceiptHandle=message["ReceiptHandle"])
-                self.served[name] += 1
 
     def close(self) -> None:
         """Stop and join every responder thread."""

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from html import escape
 from urllib.parse import parse_qsl, quote, urlsplit
 
-from conveyor.server.console_html import PREFIX, redirect, render
+from conveyor.server.console.frame import PREFIX, redirect, render
 from conveyor.server.http import Request, Response
 
 log = logging.getLogger("conveyor.server.console")
@@ -40,8 +40,8 @@ CSRF_FIELD = "csrf"
 DEFAULT_SESSION_S = 8 * 3600  # a working day
 MAX_SESSIONS = 10_000  # only key holders make sessions; the cap bounds memory all the same
 MAX_FIELD_BYTES = 1024  # an access key id or secret is far shorter (AWS: 20 and 40 chars)
-MAX_FORM_BYTES = 16 * 1024
-MAX_FORM_FIELDS = 20
+MAX_FORM_BYTES = 16 * 1024  # every form but the send form (Console.FORM_BYTES)
+MAX_FORM_FIELDS = 64  # a page of messages' selection boxes and a few more
 FORM_TYPE = "application/x-www-form-urlencoded"
 
 _TOKEN = re.compile(r"[A-Za-z0-9_-]{16,128}")  # what secrets.token_urlsafe makes
@@ -148,11 +148,11 @@ def same_origin(req: Request) -> bool:
     return bool(host) and netloc.lower() == host.lower()
 
 
-def read_form(req: Request) -> dict[str, str] | None:
+def read_form(req: Request, max_bytes: int = MAX_FORM_BYTES) -> dict[str, str] | None:
     """The fields of a form-encoded body, or None when it is anything else: another type,
     too large, not ASCII, not UTF-8 once decoded, malformed, or a field given twice."""
     content_type = req.headers.get("content-type", "").split(";")[0].strip().lower()
-    if content_type != FORM_TYPE or req.body_too_large or len(req.body) > MAX_FORM_BYTES:
+    if content_type != FORM_TYPE or req.body_too_large or len(req.body) > max_bytes:
         return None
     try:
         pairs = parse_qsl(req.body.decode("ascii"), keep_blank_values=True,

@@ -1,0 +1,157 @@
+"""What the console's buttons do: each one SQS call (or a few) through calls.Calls.
+
+Handlers run only behind Console._post's gate (origin, form, CSRF token). Each answers
+with a redirect to the page to look at next, telling what was done (`?done=`), or with
+an error page carrying the SQS error the API would have answered (AccessDenied is 403),
+and then nothing has changed. Destructive actions also need the queue's name typed into
+their form: checked here, not only by the page's script.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from html import escape
+from typing import Any
+from urllib.parse import urlencode
+
+from conveyor.server.console import forms, messages, parts
+from conveyor.server.console.auth import Session
+from conveyor.server.console.calls import Calls, Operator
+from conveyor.server.console.forms import Form, FormError
+from conveyor.server.console.frame import PREFIX, redirect, render
+from conveyor.server.http import Request, Response
+from conveyor.service import RequestContext, Service
+from conveyor.service.messages import encode_handle
+from conveyor.service.validate import plain_name
+from conveyor.sqs.errors import SqsError
+
+# A state-changing console request: (request, its form, its session) -> response. Runs only
+# behind Console._post's checks.
+Action = Callable[[Request, Form, Session | None], Awaitable[Response]]
+Handler = Callable[[Request, Form, Operator], Awaitable[Response]]
+
+
+class Actions:
+    def __init__(self, service: Service, calls: Calls, account_id: str,
+                 operator_of: Callable[[Session | None], Operator]) -> None:
+        self.service = service
+        self.calls = calls
+        self.account_id = account_id
+        self.operator_of = operator_of
+
+    def table(self) -> dict[str, Action]:
+        """POST /console/<name> -> its action."""
+        handlers: dict[str, Handler] = {
+            "create-queue": self.create_queue, "send-message": self.send_message,
+            "purge-queue": self.purge_queue, "delete-queue": self.delete_queue,
+            "delete-messages": self.delete_messages, "redrive": self.redrive,
+            "cancel-redrive": self.cancel_redrive}
+        return {name: self._guarded(h) for name, h in handlers.items()}
+
+    def _guarded(self, handler: Handler) -> Action:
+        async def run(req: Request, form: Form, session: Session | None) -> Response:
+            try:
+                return await handler(req, form, self.operator_of(session))
+            except FormError as error:
+                return _refused(400, "InvalidForm", str(error), form)
+            except SqsError as error:
+                return _refused(error.status, error.code, error.message, form)
+        return run
+
+    def _ctx(self, req: Request, form: Form, operator: Operator) -> RequestContext:
+        region = form.get("region", "")
+        if not region or not plain_name(region) or len(region) > 64:
+            raise FormError("The form names no region.")
+        host = req.headers.get("host") or "localhost"
+        return RequestContext(region, self.account_id, f"{req.scheme}://{host}",
+                              operator.key.key_id if operator.key else "")
+
+    # --- queues ---------------------------------------------------------------------
+
+    async def create_queue(self, req: Request, form: Form, operator: Operator) -> Response:
+        ctx = self._ctx(req, form, operator)
+        request = forms.create_queue(form, ctx)
+        await self.calls.call(operator, ctx, "CreateQueue", request)
+        return _to_queue(ctx.region, request["QueueName"], done="created")
+
+    async def purge_queue(self, req: Request, form: Form, operator: Operator) -> Response:
+        ctx, name = self._ctx(req, form, operator), _confirmed(form)
+        await self.calls.call(operator, ctx, "PurgeQueue", {"QueueUrl": ctx.queue_url(name)})
+        return _to_queue(ctx.region, name, done="purged")
+
+    async def delete_queue(self, req: Request, form: Form, operator: Operator) -> Response:
+        ctx, name = self._ctx(req, form, operator), _confirmed(form)
+        await self.calls.call(operator, ctx, "DeleteQueue", {"QueueUrl": ctx.queue_url(name)})
+        return redirect(f"{PREFIX}?{urlencode({'done': 'queue-deleted', 'id': name})}")
+
+    # --- messages -------------------------------------------------------------------
+
+    async def send_message(self, req: Request, form: Form, operator: Operator) -> Response:
+        ctx, name = self._ctx(req, form, operator), form.get("queue", "")
+        request = forms.send_message(form, ctx.queue_url(name))
+        sent = await self.calls.call(operator, ctx, "SendMessage", request)
+        return _to_queue(ctx.region, name, done="sent", id=sent["MessageId"])
+
+    async def delete_messages(self, req: Request, form: Form, operator: Operator) -> Response:
+        """DeleteMessageBatch by the latest receipt of each ticked message (looked up, not
+        received); a message without one is left, and said so."""
+        ctx, name = self._ctx(req, form, operator), form.get("queue", "")
+        url = ctx.queue_url(name)
+        self.calls.authorize(operator, ctx, "DeleteMessage", {"QueueUrl": url})
+        ids = forms.selected(form)
+        if not ids:
+            raise FormError("Tick at least one message to delete.")
+        queue = await self.service.queue(ctx, name)
+        found = await messages.find(self.service, queue, set(ids))
+        handles = [encode_handle(queue, m.seq, m.receipt) for m, _ in found.values()
+                   if m.receipt is not None]
+        deleted = 0
+        batch = self.service.limits.max_batch_entries
+        for start in range(0, len(handles), batch):
+            entries = [{"Id": str(i), "ReceiptHandle": h}
+                       for i, h in enumerate(handles[start:start + batch])]
+            result = await self.calls.call(operator, ctx, "DeleteMessageBatch",
+                                           {"QueueUrl": url, "Entries": entries})
+            deleted += len(result.get("Successful", []))
+        left = len(ids) - deleted
+        return _to_queue(ctx.region, name, done="not-deleted" if left else "deleted-messages",
+                         n=deleted, m=left)
+
+    # --- dead letters ---------------------------------------------------------------
+
+    async def redrive(self, req: Request, form: Form, operator: Operator) -> Response:
+        ctx, name = self._ctx(req, form, operator), form.get("queue", "")
+        request: dict[str, Any] = {"SourceArn": ctx.queue_arn(name)}
+        if form.get("destination"):
+            request["DestinationArn"] = ctx.queue_arn(form["destination"])
+        if form.get("rate", "").strip():
+            request["MaxNumberOfMessagesPerSecond"] = forms.integer(form, "rate", 0)
+        await self.calls.call(operator, ctx, "StartMessageMoveTask", request)
+        return _to_queue(ctx.region, name, done="redrive")
+
+    async def cancel_redrive(self, req: Request, form: Form, operator: Operator) -> Response:
+        ctx, name = self._ctx(req, form, operator), form.get("queue", "")
+        result = await self.calls.call(operator, ctx, "CancelMessageMoveTask",
+                                       {"TaskHandle": form.get("task", "")})
+        return _to_queue(ctx.region, name, done="cancelled",
+                         n=result["ApproximateNumberOfMessagesMoved"])
+
+
+def _confirmed(form: Form) -> str:
+    """The form's queue, once its name was typed into `confirm`."""
+    name = form.get("queue", "")
+    if not name or form.get("confirm") != name:
+        raise FormError("Type the queue's name to confirm: nothing was changed.")
+    return name
+
+
+def _to_queue(region: str, name: str, **query: str | int) -> Response:
+    return redirect(parts.queue_path(region, name, **query))
+
+
+def _refused(status: int, code: str, message: str, form: Form) -> Response:
+    region, name = form.get("region", ""), form.get("queue", "")
+    back = (parts.queue_link(region, name) if region and name and plain_name(region)
+            and plain_name(name) else f'<a href="{PREFIX}">All queues</a>')
+    return render(status, "Not done", f"<p><b>{escape(code)}</b>: {escape(message)}</p>"
+                  f"<p>Nothing was changed. Back to {back}</p>")

@@ -1,0 +1,116 @@
+"""The console's SQS calls, checked, validated and run exactly as the API runs a request.
+
+A console action is an SQS call on the signed-in operator's behalf: its request is
+checked against botocore's model like a decoded JSON body (conveyor.sqs.shapes), then
+against the operator's access key (AccessKey.check, the API's own check), then run by
+the same service method, and counted in the same request metrics. So a key limited to
+reading is refused here as it is on the API, and the service's limits and errors hold.
+Every call is logged with the access key that made it, and the last ones are kept for
+the console's "Recent actions".
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from conveyor.server.access import AccessKey
+from conveyor.service import RequestContext, Service
+from conveyor.sqs import shapes
+from conveyor.sqs.errors import AccessDenied, SqsError
+
+log = logging.getLogger("conveyor.server.console")
+
+AUDIT_SIZE = 100  # recent actions kept in memory for the overview
+
+# (action, outcome, seconds): the server's request metrics (ServerMetrics.requests).
+Observe = Callable[[str, str, float], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Operator:
+    """Who uses the console: the access key signed in, None on a console without keys
+    (which may do everything, like an API without signatures)."""
+
+    key: AccessKey | None
+
+    @property
+    def key_id(self) -> str:
+        return self.key.key_id if self.key else "anonymous"
+
+    def may(self, action: str, request: dict[str, Any], ctx: RequestContext) -> bool:
+        """Whether this operator's key allows the call: pages show only allowed buttons."""
+        try:
+            self.check(action, request, ctx)
+        except AccessDenied:
+            return False
+        return True
+
+    def check(self, action: str, request: dict[str, Any], ctx: RequestContext) -> None:
+        if self.key is not None:
+            self.key.check(action, request, ctx.account_id, ctx.base_url)
+
+
+@dataclass(frozen=True, slots=True)
+class Done:
+    """One console call, for the overview's list of recent actions."""
+
+    at_ms: int
+    key_id: str
+    region: str
+    action: str
+    target: str
+    outcome: str
+
+
+class Calls:
+    def __init__(self, service: Service, observe: Observe) -> None:
+        self.service = service
+        self.observe = observe
+        self.recent: deque[Done] = deque(maxlen=AUDIT_SIZE)
+
+    async def call(self, operator: Operator, ctx: RequestContext, action: str,
+                   request: dict[str, Any]) -> dict[str, Any]:
+        """Run one SQS action for `operator`; raises the SqsError the API would answer."""
+        started = time.perf_counter()
+        outcome = "ok"
+        try:
+            checked = shapes.json_checker(action)(request)
+            operator.check(action, checked, ctx)
+            return await self.service.action(action)(ctx, checked)
+        except SqsError as error:
+            outcome = error.code
+            raise
+        finally:
+            self.observe(action, outcome, time.perf_counter() - started)
+            self._record(operator, ctx, action, request, outcome)
+
+    def authorize(self, operator: Operator, ctx: RequestContext, action: str,
+                  request: dict[str, Any]) -> None:
+        """Refuse (AccessDenied, logged) before an action that reads first and calls after."""
+        try:
+            operator.check(action, request, ctx)
+        except AccessDenied as error:
+            self._record(operator, ctx, action, request, error.code)
+            raise
+
+    def _record(self, operator: Operator, ctx: RequestContext, action: str,
+                request: dict[str, Any], outcome: str) -> None:
+        target = _target(request)
+        self.recent.appendleft(Done(self.service.clock.now_ms(), operator.key_id, ctx.region,
+                                    action, target, outcome))
+        log.info("console: %s %s by access key %s: %s", action, target, operator.key_id,
+                 outcome, extra={"queue": target, "access_key": operator.key_id})
+
+
+def _target(request: dict[str, Any]) -> str:
+    """What a call is about, for the log: its queue, source ARN or task."""
+    for member in ("QueueUrl", "QueueName", "SourceArn"):
+        value = request.get(member)
+        if isinstance(value, str):
+            return value.rsplit("/", 1)[-1].rsplit(":", 1)[-1]
+    return "move task" if "TaskHandle" in request else ""

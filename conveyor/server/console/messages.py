@@ -1,0 +1,169 @@
+"""A queue's messages as the console shows them: looked at, never received.
+
+Messages come from the service's `peek` (the next ones to be received, in order, read
+off the store's visibility index and stopping at the limit). A page of them, a search
+and finding one by id all read at most SCAN_LIMIT messages, so a queue with a million
+messages costs the same as one with ten thousand; what lies deeper is counted but not
+listed (the store offers no cursor to start a read further in).
+"""
+
+from __future__ import annotations
+
+import json
+from html import escape
+
+from conveyor.server.console import parts
+from conveyor.server.console.forms import selection_field
+from conveyor.server.console.frame import render
+from conveyor.server.console.visit import Visit
+from conveyor.server.http import Response
+from conveyor.service import Service
+from conveyor.service.inspect import message_attributes, system_attributes
+from conveyor.store.base import Counts, QueueRecord, StoredMessage
+
+PAGE_SIZE = 50  # messages per page
+SCAN_LIMIT = 10_000  # messages read at most to page, search or find one
+BODY_CHARS = 200  # of each body in the list
+
+Peeked = tuple[StoredMessage, int]  # a message and when it is (or becomes) visible
+
+
+async def find(service: Service, queue: QueueRecord, ids: set[str]) -> dict[str, Peeked]:
+    """The messages with these ids among the next SCAN_LIMIT, by id."""
+    found = {}
+    for m, visible_at in await service.peek(queue, SCAN_LIMIT):
+        if m.message_id in ids:
+            found[m.message_id] = (m, visible_at)
+            if len(found) == len(ids):
+                break
+    return found
+
+
+def deletable(message: StoredMessage) -> bool:
+    """Whether DeleteMessage can remove it: the store deletes by the receipt of the latest
+    receive, so a message never received (or moved since) has none to delete it by."""
+    return message.receipt is not None
+
+
+async def section(service: Service, v: Visit, queue: QueueRecord, counts: Counts,
+                  can_delete: bool) -> str:
+    """The Messages part of a queue's page: search, paging, the table, delete."""
+    wanted = v.query.get("search", "")
+    page = v.number("page")
+    total = counts.visible + counts.in_flight + counts.delayed
+    if wanted:
+        scanned = await service.peek(queue, SCAN_LIMIT)
+        shown = [p for p in scanned if _matches(p[0], wanted)][:PAGE_SIZE]
+        note = (f"{len(shown)}{'+' if len(shown) == PAGE_SIZE else ''} found by id, body or "
+                f"attribute value among the next {len(scanned):,} of {total:,} messages.")
+    else:
+        page = min(page, SCAN_LIMIT // PAGE_SIZE)
+        window = await service.peek(queue, page * PAGE_SIZE)
+        shown = window[(page - 1) * PAGE_SIZE:]
+        first = (page - 1) * PAGE_SIZE + 1
+        note = (f"Messages {first:,}–{first + len(shown) - 1:,} of {total:,}, in the order "
+                "they become visible." if shown else "No messages here.")
+    html = [_search_bar(v, queue, wanted, page, total), parts.muted(note)]
+    if shown:
+        html.append(_table(v, queue, shown, service.clock.now_ms(), can_delete))
+    return f'<section id="messages" data-live>{"".join(html)}</section>'
+
+
+def _matches(m: StoredMessage, wanted: str) -> bool:
+    if m.message_id == wanted or wanted in m.body:
+        return True
+    return bool(m.attributes) and any(
+        wanted in str(a.get("StringValue", "")) for a in message_attributes(m).values())
+
+
+def _search_bar(v: Visit, queue: QueueRecord, wanted: str, page: int, total: int) -> str:
+    path = parts.queue_path(queue.region, queue.name)
+    links = []
+    if not wanted:
+        last = min(-(-total // PAGE_SIZE), SCAN_LIMIT // PAGE_SIZE)
+        if page > 1:
+            links.append(f'<a href="{escape(parts.queue_path(queue.region, queue.name, page=page - 1))}">← previous</a>')  # noqa: E501
+        if page < last:
+            links.append(f'<a href="{escape(parts.queue_path(queue.region, queue.name, page=page + 1))}">next →</a>')  # noqa: E501
+        if total > SCAN_LIMIT and page >= last:
+            links.append(f'<span class="muted">pages stop at the first {SCAN_LIMIT:,}</span>')
+    clear = f' <a href="{escape(path)}">clear</a>' if wanted else ""
+    return (f'<form class="bar" method="get" action="{escape(path)}">'
+            f'<input type="search" name="search" value="{escape(wanted)}" '
+            'placeholder="Message id or text (press /)" aria-label="Search messages">'
+            f'<button>Search</button>{clear} {" ".join(links)}</form>')
+
+
+def _table(v: Visit, queue: QueueRecord, shown: list[Peeked], now_ms: int,
+           can_delete: bool) -> str:
+    rows = []
+    for m, visible_at in shown:
+        box = (f'<input type="checkbox" name="{escape(selection_field(m.message_id))}" '
+               f'value="1" aria-label="select {escape(m.message_id)}">'
+               if can_delete and deletable(m) else "")
+        link = parts.message_path(queue.region, queue.name, m.message_id)
+        rows.append([box, f'<a href="{escape(link)}">{escape(m.message_id)}</a>',
+                     parts.when(m.sent_ms, now_ms), parts.state(m, visible_at, now_ms),
+                     str(m.receive_count),
+                     escape((m.dlq_source_arn or "").rsplit(":", 1)[-1]),
+                     f"<code>{escape(parts.shorten(m.body, BODY_CHARS))}</code>"])
+    all_box = ('<input type="checkbox" data-select-all aria-label="select all">'
+               if can_delete else "")
+    table = parts.table([all_box, "Message id", "Sent", "State", "Receives",
+                         "Dead-lettered from", "Body"], rows, numeric=(4,))
+    if not can_delete:
+        return table
+    button = ('<button class="danger">Delete selected</button> <span class="muted">Only '
+              "messages received at least once can be deleted (by their receipt).</span>")
+    return parts.form("delete-messages", v.csrf, {"region": queue.region, "queue": queue.name},
+                      table + button)
+
+
+async def page(service: Service, v: Visit, queue: QueueRecord, message_id: str,
+               can_delete: bool) -> Response:
+    """One message, whole: body (pretty when JSON), attributes, receive count, state."""
+    found = (await find(service, queue, {message_id})).get(message_id)
+    back = parts.queue_link(queue.region, queue.name)
+    if found is None:
+        return render(404, "Message not found", f"<p>No message {escape(message_id)} among "
+                      f"the next {SCAN_LIMIT:,} of {back} (it may have been deleted or "
+                      "received, or lie deeper).</p>", who=v.who, header=v.header)
+    m, visible_at = found
+    now_ms = service.clock.now_ms()
+    system = system_attributes(queue, m)
+    facts = [["State", escape(parts.state(m, visible_at, now_ms))],
+             ["Receives", str(m.receive_count)],
+             ["Sent", parts.when(m.sent_ms, now_ms)],
+             ["First received", parts.when(m.first_receive_ms, now_ms)
+              if m.first_receive_ms else '<span class="muted">never</span>'],
+             *[[escape(k), f"<code>{escape(v)}</code>"] for k, v in sorted(system.items())
+               if k not in ("SentTimestamp", "ApproximateReceiveCount",
+                            "ApproximateFirstReceiveTimestamp")]]
+    if m.dlq_source_arn:
+        # The store starts a dead letter's receive count and times afresh: what is known
+        # is where it came from, and that it was received maxReceiveCount times there.
+        facts.append(["Why here", escape(
+            f"dead-lettered from {m.dlq_source_arn.rsplit(':', 1)[-1]}: received there as "
+            "many times as its maxReceiveCount without being deleted")])
+    attrs = [[escape(k), escape(a.get("DataType", "")),
+              f"<code>{escape(str(a.get('StringValue', a.get('BinaryValue', ''))))}</code>"]
+             for k, a in sorted(message_attributes(m).items())]
+    body = [f"<p>{back} · <code>{escape(m.message_id)}</code></p>",
+            parts.table(["", ""], facts), "<h2>Body</h2>",
+            f"<pre>{escape(_pretty(m.body))}</pre>", "<h2>Message attributes</h2>",
+            parts.table(["Name", "Type", "Value"], attrs) if attrs else parts.muted("none")]
+    if can_delete and deletable(m):
+        body.append(parts.form("delete-messages", v.csrf, {
+            "region": queue.region, "queue": queue.name, selection_field(m.message_id): "1"},
+            '<button class="danger">Delete this message</button>'))
+    elif can_delete:
+        body.append(parts.muted("It has not been received since it arrived here, so there "
+                                "is no receipt to delete it by."))
+    return render(200, "Message", "\n".join(body), who=v.who, header=v.header)
+
+
+def _pretty(body: str) -> str:
+    try:
+        return json.dumps(json.loads(body), indent=2, ensure_ascii=False)
+    except ValueError:
+        return body

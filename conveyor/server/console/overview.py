@@ -1,0 +1,167 @@
+"""The overview: every queue the operator may look at, a page at a time, dead-letter
+queues that hold messages first in mind, the create form, workers and recent actions.
+
+Only the queues shown are counted (each count is an index range in the store), so the
+page costs the same with ten queues or ten thousand; filtering by name and paging walk
+the list of queue records, which the store keeps small (no messages in it).
+"""
+
+from __future__ import annotations
+
+from html import escape
+from urllib.parse import urlencode
+
+from conveyor.server.console import parts
+from conveyor.server.console.calls import Done
+from conveyor.server.console.frame import PREFIX, render
+from conveyor.server.console.visit import Visit
+from conveyor.server.console.workers import workers_section
+from conveyor.server.http import Response
+from conveyor.service import Service
+from conveyor.service.redrive import dead_letter_arn
+from conveyor.store.base import Counts, QueueRecord
+
+PAGE_SIZE = 100  # queues per page
+MAX_DLQ_CHECKS = 200  # dead-letter queues counted for the warning on every view
+
+
+class Overview:
+    def __init__(self, service: Service) -> None:
+        self.service = service
+
+    async def page(self, v: Visit, default_region: str, recent: list[Done]) -> Response:
+        everything = [q for q in await self.service.all_queues()
+                      if v.may("GetQueueAttributes", {"QueueUrl": q.name}, q.region)]
+        everything.sort(key=lambda q: (q.region, q.name))
+        sources = _sources(everything, v.account_id)
+        wanted = v.query.get("q", "")
+        shown = [q for q in everything if wanted in q.name] if wanted else everything
+        page = min(v.number("page"), max(1, -(-len(shown) // PAGE_SIZE)))
+        rows = shown[(page - 1) * PAGE_SIZE:page * PAGE_SIZE]
+        counts = {q.id: await self.service.counts(q) for q in rows}
+        holding = await self._dead_letters_holding(everything, sources, v.account_id)
+        body = [v.notice(), self._create_form(v, default_region),
+                f'<section id="queues" data-live>{_alert(holding)}',
+                _filter_bar(wanted, page, len(shown)),
+                self._table(v, rows, counts, sources, holding) if rows else _empty(v, wanted),
+                "</section>",
+                await workers_section(self.service, v),
+                f'<section id="recent" data-live>{_recent(v, recent, self.service)}</section>']
+        return render(200, "Queues", "\n".join(body), refresh=True, who=v.who,
+                      header=v.header)
+
+    async def _dead_letters_holding(self, queues: list[QueueRecord],
+                                    sources: dict[str, list[str]],
+                                    account_id: str) -> dict[int, Counts]:
+        """The dead-letter queues with messages in them (the first MAX_DLQ_CHECKS)."""
+        dlqs = [q for q in queues if _arn(q, account_id) in sources][:MAX_DLQ_CHECKS]
+        holding = {}
+        for q in dlqs:
+            counts = await self.service.counts(q)
+            if counts.visible + counts.in_flight + counts.delayed:
+                holding[q.id] = counts
+        return holding
+
+    def _table(self, v: Visit, rows: list[QueueRecord], counts: dict[int, Counts],
+               sources: dict[str, list[str]], holding: dict[int, Counts]) -> str:
+        cells = [[parts.queue_link(q.region, q.name), escape(q.region),
+                  "FIFO" if q.fifo else "standard", *parts.count_cells(counts[q.id]),
+                  parts.redrive_cell(q),
+                  parts.sources_cell(q.region, sources.get(_arn(q, v.account_id), []))]
+                 for q in rows]
+        return parts.table(["Queue", "Region", "Type", "Visible", "In flight", "Delayed",
+                            "Dead letters go to", "Dead-letter queue of"], cells,
+                           numeric=(3, 4, 5),
+                           row_classes=["alert" if q.id in holding else "" for q in rows])
+
+    def _create_form(self, v: Visit, region: str) -> str:
+        if not v.may("CreateQueue", {}, region):
+            return ""
+        number = 'inputmode="numeric" pattern="[0-9]*"'
+        fields = "".join(
+            f'<label>{name} <span class="muted">({"bytes" if "Size" in name else "s"})'
+            f'</span><br><input name="{name}" {number}></label>'
+            for name in ("VisibilityTimeout", "DelaySeconds", "MessageRetentionPeriod",
+                         "ReceiveMessageWaitTimeSeconds", "MaximumMessageSize"))
+        inner = (
+            '<summary>Create a queue</summary>'
+            '<label>Name<br><input name="name" required maxlength="80" '
+            'pattern="[A-Za-z0-9_-]+(\\.fifo)?" autocomplete="off"></label>'
+            f'<label>Region<br><input name="region" value="{escape(region)}" required></label>'
+            '<label><input type="checkbox" name="fifo"> FIFO (the name gets .fifo)</label>'
+            '<label><input type="checkbox" name="content_dedup"> Content-based '
+            "deduplication (FIFO)</label>"
+            '<label>Dead-letter queue <span class="muted">(name of an existing queue of the '
+            'same type)</span><br><input name="dlq" autocomplete="off"></label>'
+            f'<label>Receives before dead-lettering<br><input name="max_receive_count" '
+            f'{number} placeholder="5"></label>{fields}'
+            '<label>More attributes <span class="muted">(<code>Name = value</code> a line)'
+            '</span><textarea name="attributes"></textarea></label>'
+            '<label>Tags <span class="muted">(<code>key = value</code> a line)</span>'
+            '<textarea name="tags"></textarea></label><button>Create queue</button>')
+        return parts.form("create-queue", v.csrf, {}, f"<details>{inner}</details>")
+
+
+def _sources(queues: list[QueueRecord], account_id: str) -> dict[str, list[str]]:
+    """Dead-letter queue ARN -> the names of the queues that send it their dead letters."""
+    sources: dict[str, list[str]] = {}
+    for q in queues:
+        target = dead_letter_arn(q)
+        if target:
+            sources.setdefault(target, []).append(q.name)
+    return sources
+
+
+def _arn(queue: QueueRecord, account_id: str) -> str:
+    return f"arn:aws:sqs:{queue.region}:{account_id}:{queue.name}"
+
+
+def _alert(holding: dict[int, Counts]) -> str:
+    if not holding:
+        return ""
+    total = sum(c.visible + c.in_flight + c.delayed for c in holding.values())
+    return parts.notice(f"{len(holding)} dead-letter queue{'s' if len(holding) > 1 else ''} "
+                        f"hold{'' if len(holding) > 1 else 's'} {total:,} message"
+                        f"{'s' if total != 1 else ''} (marked below).", error=True)
+
+
+def _filter_bar(wanted: str, page: int, total: int) -> str:
+    pages = max(1, -(-total // PAGE_SIZE))
+    links = []
+    if page > 1:
+        links.append(f'<a href="{PREFIX}?{_query(wanted, page - 1)}">← previous</a>')
+    if page < pages:
+        links.append(f'<a href="{PREFIX}?{_query(wanted, page + 1)}">next →</a>')
+    return (f'<form class="bar" method="get" action="{PREFIX}">'
+            f'<input type="search" name="q" value="{escape(wanted)}" '
+            'placeholder="Filter by name (press /)" aria-label="Filter queues by name">'
+            f'<button>Filter</button><span class="muted">{total:,} queue'
+            f'{"" if total == 1 else "s"} · page {page} of {pages}</span>'
+            f'{" ".join(links)}</form>')
+
+
+def _query(wanted: str, page: int) -> str:
+    return escape(urlencode({"q": wanted, "page": page} if wanted else {"page": page}))
+
+
+def _empty(v: Visit, wanted: str) -> str:
+    if wanted:
+        return parts.muted("No queue name contains that.")
+    host = escape(v.req.headers.get("host") or "127.0.0.1:9324")
+    return ("<p>No queues yet. Create one above, or for example:</p>"
+            f"<p><code>aws --endpoint-url {escape(v.req.scheme)}://{host} sqs create-queue "
+            "--queue-name jobs</code></p>")
+
+
+def _recent(v: Visit, recent: list[Done], service: Service) -> str:
+    """The console's last actions on queues this operator may look at."""
+    recent = [d for d in recent if not d.target or d.target == "move task"
+              or v.may("GetQueueAttributes", {"QueueUrl": d.target}, d.region)]
+    if not recent:
+        return ""
+    now_ms = service.clock.now_ms()
+    rows = [[parts.when(d.at_ms, now_ms), f"<code>{escape(d.key_id)}</code>",
+             escape(d.action), escape(f"{d.target} ({d.region})" if d.target else ""),
+             escape(d.outcome)] for d in recent[:20]]
+    return "<h2>Recent actions</h2>" + parts.table(
+        ["When", "Access key", "Action", "On", "Outcome"], rows)

@@ -1,0 +1,134 @@
+"""Small HTML pieces the console's pages share. Every argument is plain text unless its
+name says `html`: these functions escape what they are given."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from html import escape
+from typing import Any
+from urllib.parse import quote, urlencode
+
+import orjson
+
+from conveyor.server.console.auth import CSRF_FIELD
+from conveyor.server.console.frame import PREFIX
+from conveyor.service.context import parse_arn
+from conveyor.store.base import Counts, QueueRecord, StoredMessage
+
+
+def table(headings: list[str], rows: Iterable[list[str]], numeric: tuple[int, ...] = (),
+          row_classes: Iterable[str] | None = None) -> str:
+    """A table of HTML cells (escaped by the caller); `row_classes` marks rows out."""
+    head = "".join(f"<th>{h}</th>" for h in headings)
+    classes = iter(row_classes or ())
+    body = []
+    for row in rows:
+        cls = next(classes, "")
+        cells = "".join(f'<td{" class=n" if i in numeric else ""}>{cell}</td>'
+                        for i, cell in enumerate(row))
+        body.append(f'<tr class="{cls}">{cells}</tr>' if cls else f"<tr>{cells}</tr>")
+    return f'<div class="scroll"><table><tr>{head}</tr>{"".join(body)}</table></div>'
+
+
+def count_cells(counts: Counts) -> list[str]:
+    return [f"{counts.visible:,}", f"{counts.in_flight:,}", f"{counts.delayed:,}"]
+
+
+def queue_path(region: str, name: str, **query: str | int) -> str:
+    path = f"{PREFIX}/queues/{quote(region, safe='')}/{quote(name, safe='')}"
+    shown = {k: v for k, v in query.items() if v not in ("", 0)}
+    return f"{path}?{urlencode(shown)}" if shown else path
+
+
+def message_path(region: str, name: str, message_id: str) -> str:
+    return f"{queue_path(region, name)}/messages/{quote(message_id, safe='')}"
+
+
+def queue_link(region: str, name: str) -> str:
+    return f'<a href="{escape(queue_path(region, name))}">{escape(name)}</a>'
+
+
+def redrive_cell(queue: QueueRecord) -> str:
+    text = queue.attributes.get("RedrivePolicy")
+    if not text:
+        return '<span class="muted">nowhere</span>'
+    policy: dict[str, Any] = orjson.loads(text)
+    arn = str(policy.get("deadLetterTargetArn", ""))
+    parsed = parse_arn(arn)  # checked when the policy was set
+    target = queue_link(parsed.region, parsed.name) if parsed else escape(arn)
+    count = policy.get("maxReceiveCount")
+    return f"{target} after {escape(str(count))} receive{'' if count == 1 else 's'}"
+
+
+def sources_cell(region: str, names: list[str]) -> str:
+    if not names:
+        return '<span class="muted">none</span>'
+    return ", ".join(queue_link(region, n) for n in sorted(names))
+
+
+def state(message: StoredMessage, visible_at_ms: int, now_ms: int) -> str:
+    if visible_at_ms <= now_ms:
+        return "visible"
+    waiting = "in flight" if message.receive_count else "delayed"
+    return f"{waiting} for {(visible_at_ms - now_ms + 999) // 1000:,} s"
+
+
+def exact_time(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def when(ms: int, now_ms: int) -> str:
+    """A time as people say it ("3 min ago"), the exact time on hover."""
+    exact = exact_time(ms)
+    return f'<time datetime="{exact}" title="{exact}">{ago(now_ms - ms)}</time>'
+
+
+def ago(elapsed_ms: int) -> str:
+    seconds = max(0, elapsed_ms) // 1000
+    for unit, size in (("d", 86_400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds // size} {unit} ago"
+    return f"{seconds} s ago"
+
+
+def duration(seconds: float) -> str:
+    s = int(seconds)
+    if s >= 86_400:
+        return f"{s // 86_400} d {s % 86_400 // 3600} h"
+    if s >= 3600:
+        return f"{s // 3600} h {s % 3600 // 60} min"
+    return f"{s // 60} min {s % 60} s" if s >= 60 else f"{s} s"
+
+
+def shorten(text: str, chars: int) -> str:
+    return text if len(text) <= chars else text[:chars] + "…"
+
+
+def muted(text: str) -> str:
+    return f'<p class="muted">{escape(text)}</p>'
+
+
+def hidden(fields: dict[str, str]) -> str:
+    return "".join(f'<input type="hidden" name="{escape(k)}" value="{escape(v)}">'
+                   for k, v in fields.items())
+
+
+def form(action: str, csrf: str, fields: dict[str, str], inner_html: str,
+         css: str = "") -> str:
+    """A POST form to the console action `action`, carrying the CSRF token and `fields`."""
+    cls = f' class="{css}"' if css else ""
+    return (f'<form method="post" action="{PREFIX}/{action}"{cls}>'
+            f"{hidden({CSRF_FIELD: csrf, **fields})}{inner_html}</form>")
+
+
+def confirm_by_name(name: str) -> str:
+    """An input the operator must fill in with `name` (checked again by the server), and
+    the button stays disabled until then (console.js)."""
+    return (f'<label>Type <code>{escape(name)}</code> to confirm<br>'
+            f'<input name="confirm" required autocomplete="off" data-confirm="{escape(name)}">'
+            "</label>")
+
+
+def notice(text: str, error: bool = False) -> str:
+    return f'<p class="notice{" error" if error else ""}" role="status">{escape(text)}</p>'

@@ -1,0 +1,65 @@
+"""One page view: who asks, with which CSRF token, and what the page's query says."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from html import escape
+from typing import Any
+from urllib.parse import parse_qsl
+
+from conveyor.server.console.calls import Operator
+from conveyor.server.http import Request
+from conveyor.service import RequestContext
+
+MAX_QUERY_CHARS = 200  # a search or filter longer than this is cut
+
+# What an action did, told on the page it redirects to (`?done=<key>&...`, actions.py).
+NOTICES = {
+    "sent": "Sent message {id}.",
+    "purged": "Purged: every message sent before now is being deleted.",
+    "created": "Created the queue.",
+    "queue-deleted": "Deleted queue {id}.",
+    "deleted-messages": "Deleted {n} message(s).",
+    "not-deleted": "Deleted {n} message(s); {m} had no receipt to delete them by (not "
+                   "received since they arrived here) or were gone.",
+    "redrive": "Redrive started: its progress is below.",
+    "cancelled": "Redrive cancelled after {n} message(s).",
+}
+
+
+@dataclass(slots=True)
+class Visit:
+    req: Request
+    operator: Operator
+    csrf: str  # the token forms on this page carry (auth.SignIn.form_token)
+    who: str  # the sign-out form, HTML
+    header: str  # the server line, HTML
+    account_id: str
+    query: dict[str, str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        pairs = parse_qsl(self.req.query_string.decode("latin-1"), keep_blank_values=True)
+        self.query = {k: v[:MAX_QUERY_CHARS] for k, v in pairs}
+
+    def ctx(self, region: str) -> RequestContext:
+        """The request context of an SQS call made from this page, in `region`: queue
+        URLs name the host the browser used, and messages sent carry the key as SenderId."""
+        host = self.req.headers.get("host") or "localhost"
+        sender = self.operator.key.key_id if self.operator.key else ""
+        return RequestContext(region, self.account_id, f"{self.req.scheme}://{host}", sender)
+
+    def may(self, action: str, request: dict[str, Any], region: str) -> bool:
+        return self.operator.may(action, request, self.ctx(region))
+
+    def notice(self) -> str:
+        """The outcome of the action that sent the browser here, as HTML."""
+        template = NOTICES.get(self.query.get("done", ""))
+        if template is None:
+            return ""
+        text = template.format(id=self.query.get("id", "")[:100], n=self.number("n", 0),
+                               m=self.number("m", 0))
+        return f'<p class="notice" role="status">{escape(text)}</p>'
+
+    def number(self, name: str, default: int = 1) -> int:
+        text = self.query.get(name, "")
+        return int(text) if text.isdigit() and len(text) < 9 else default

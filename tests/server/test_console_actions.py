@@ -1,0 +1,298 @@
+"""The console's actions over HTTP, as a browser's forms send them: each one an SQS call
+that boto3 then sees the effect of; refused ones (limited keys, unconfirmed, forged)
+change nothing."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import boto3
+import pytest
+
+from tests.server.conftest import Launcher, QueueFactory
+from tests.server.helpers import Browser, BrowserResponse, counts, queue_name_of, unique
+from tests.support import ServerProcess
+
+ADMIN, ADMIN_SECRET = "AKIDADMIN", "admin-secret"
+READER, READER_SECRET = "AKIDREADER", "reader-secret"
+ORDERS, ORDERS_SECRET = "AKIDORDERS", "orders-secret"
+CONFIG = f"""
+access_keys:
+  {ADMIN}: {ADMIN_SECRET}
+  {READER}:
+    secret: {READER_SECRET}
+    actions: ["ListQueues", "GetQueue*"]
+  {ORDERS}:
+    secret: {ORDERS_SECRET}
+    queues: ["orders-*"]
+"""
+
+
+def _post(browser: Browser, action: str, page: str, **fields: str) -> BrowserResponse:
+    """Send the console form `action` with the CSRF token of `page`'s forms."""
+    token = browser.get(page).form_token()
+    return browser.post(f"/console/{action}", {"csrf": token, **fields})
+
+
+def _done(resp: BrowserResponse) -> dict[str, str]:
+    assert resp.status == 303, resp.text[:500]
+    return {k: v[0] for k, v in parse_qs(urlsplit(resp.header("location") or "").query).items()}
+
+
+@pytest.fixture
+def browser(server: ServerProcess) -> Browser:
+    return Browser(server.url)
+
+
+@pytest.fixture(scope="module")
+def secured(launch: Launcher, tmp_path_factory: pytest.TempPathFactory) -> ServerProcess:
+    config = tmp_path_factory.mktemp("keys") / "conveyor.yaml"
+    config.write_text(CONFIG)
+    return launch("--mode", "relaxed", "--config", str(config))
+
+
+def _signed_in(server: ServerProcess, key: str, secret: str) -> Browser:
+    browser = Browser(server.url)
+    assert browser.sign_in(key, secret).status == 303
+    return browser
+
+
+def test_create_a_queue_with_a_dead_letter_queue(browser: Browser, sqs: Any) -> None:
+    dlq, name = unique("con-dlq"), unique("con-src")
+    assert _post(browser, "create-queue", "/console", name=dlq, region="us-east-1").status == 303
+    resp = _post(browser, "create-queue", "/console", name=name, region="us-east-1", dlq=dlq,
+                 max_receive_count="3", VisibilityTimeout="45",
+                 attributes="MessageRetentionPeriod = 3600", tags="team = payments")
+    assert _done(resp)["done"] == "created"
+    assert resp.header("location") == f"/console/queues/us-east-1/{name}?done=created"
+    url = sqs.get_queue_url(QueueName=name)["QueueUrl"]
+    attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    assert json.loads(attrs["RedrivePolicy"]) == {
+        "deadLetterTargetArn": f"arn:aws:sqs:us-east-1:000000000000:{dlq}", "maxReceiveCount": 3}
+    assert (attrs["VisibilityTimeout"], attrs["MessageRetentionPeriod"]) == ("45", "3600")
+    assert sqs.list_queue_tags(QueueUrl=url)["Tags"] == {"team": "payments"}
+    assert "Created the queue." in browser.get(resp.header("location") or "").text
+
+
+def test_create_a_fifo_queue_and_bad_input_gets_the_sqs_error(browser: Browser,
+                                                              sqs: Any) -> None:
+    name = unique("con-fifo")
+    resp = _post(browser, "create-queue", "/console", name=name, region="us-east-1",
+                 fifo="on", content_dedup="on")
+    assert _done(resp)["done"] == "created"
+    url = sqs.get_queue_url(QueueName=name + ".fifo")["QueueUrl"]
+    assert sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ContentBasedDeduplication"])[
+        "Attributes"]["ContentBasedDeduplication"] == "true"
+    bad = _post(browser, "create-queue", "/console", name="no spaces", region="us-east-1")
+    assert bad.status == 400 and "InvalidParameterValue" in bad.text
+    bad = _post(browser, "create-queue", "/console", name=unique(), region="us-east-1",
+                VisibilityTimeout="soon")
+    assert bad.status == 400 and "InvalidAttributeValue" in bad.text
+    bad = _post(browser, "create-queue", "/console", name=unique(), region="us-east-1",
+                dlq="x", max_receive_count="many")
+    assert bad.status == 400 and "whole number" in bad.text
+
+
+def test_send_then_view_a_message_without_receiving_it(browser: Browser, sqs: Any,
+                                                       make_queue: QueueFactory) -> None:
+    url = make_queue(prefix="con-send")
+    page = f"/console/queues/us-east-1/{queue_name_of(url)}"
+    resp = _post(browser, "send-message", page, region="us-east-1", queue=queue_name_of(url),
+                 body='{"order": 7, "items": ["<b>"]}',
+                 attributes="kind = invoice\ncount (Number) = 3", delay="0")
+    message_id = _done(resp)["id"]
+    assert f"Sent message {message_id}." in browser.get(resp.header("location") or "").text
+
+    view = browser.get(f"{page}/messages/{message_id}")
+    assert view.status == 200
+    # pretty and escaped
+    assert "&quot;order&quot;: 7,\n  &quot;items&quot;: [\n    &quot;&lt;b&gt;&quot;" in view.text
+    assert "<td>kind</td><td>String</td><td><code>invoice</code></td>" in view.text
+    assert "<td>count</td><td>Number</td><td><code>3</code></td>" in view.text
+    assert "<td>Receives</td><td>0</td>" in view.text
+    got = sqs.receive_message(QueueUrl=url, MessageAttributeNames=["All"],
+                              AttributeNames=["All"])["Messages"]
+    assert [m["MessageId"] for m in got] == [message_id]  # looking received nothing
+    assert got[0]["MessageAttributes"]["count"] == {"DataType": "Number", "StringValue": "3"}
+    assert got[0]["Attributes"]["ApproximateReceiveCount"] == "1"
+    assert browser.get(f"{page}/messages/nope").status == 404
+
+
+def test_delay_and_fifo_ids_are_sent(browser: Browser, sqs: Any,
+                                     make_queue: QueueFactory) -> None:
+    url = make_queue(prefix="con-sendfifo", fifo=True)
+    name = queue_name_of(url)
+    page = f"/console/queues/us-east-1/{name}"
+    _done(_post(browser, "send-message", page, region="us-east-1", queue=name, body="b",
+                group_id="g1", dedup_id="d1"))
+    got = sqs.receive_message(QueueUrl=url, AttributeNames=["All"])["Messages"][0]
+    assert (got["Attributes"]["MessageGroupId"], got["Attributes"]["MessageDeduplicationId"]) \
+        == ("g1", "d1")
+    refused = _post(browser, "send-message", page, region="us-east-1", queue=name, body="b")
+    assert refused.status == 400 and "MessageGroupId" in refused.text
+
+    std = make_queue(prefix="con-delay")
+    _done(_post(browser, "send-message", f"/console/queues/us-east-1/{queue_name_of(std)}",
+                region="us-east-1", queue=queue_name_of(std), body="later", delay="60"))
+    assert counts(sqs, std) == (0, 0, 1)
+
+
+def test_purge_and_delete_need_the_queue_name_typed(browser: Browser, sqs: Any,
+                                                    make_queue: QueueFactory) -> None:
+    url = make_queue(prefix="con-purge")
+    name = queue_name_of(url)
+    page = f"/console/queues/us-east-1/{name}"
+    sqs.send_message(QueueUrl=url, MessageBody="m")
+    for confirm in ("", name.upper(), "x"):
+        resp = _post(browser, "purge-queue", page, region="us-east-1", queue=name,
+                     confirm=confirm)
+        assert resp.status == 400 and "nothing was changed" in resp.text
+    assert counts(sqs, url) == (1, 0, 0)
+    assert _done(_post(browser, "purge-queue", page, region="us-east-1", queue=name,
+                       confirm=name))["done"] == "purged"
+    assert counts(sqs, url) == (0, 0, 0)
+
+    assert _post(browser, "delete-queue", page, region="us-east-1", queue=name,
+                 confirm="").status == 400
+    assert sqs.get_queue_url(QueueName=name)["QueueUrl"]
+    assert _done(_post(browser, "delete-queue", page, region="us-east-1", queue=name,
+                       confirm=name)) == {"done": "queue-deleted", "id": name}
+    assert name not in " ".join(sqs.list_queues(QueueNamePrefix=name).get("QueueUrls", []))
+
+
+def test_delete_a_selection_of_messages(browser: Browser, sqs: Any,
+                                        make_queue: QueueFactory) -> None:
+    url = make_queue(prefix="con-del")
+    name = queue_name_of(url)
+    page = f"/console/queues/us-east-1/{name}"
+    ids = [sqs.send_message(QueueUrl=url, MessageBody=f"m{i}")["MessageId"] for i in range(4)]
+    received = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=0)
+    assert len(received["Messages"]) == 4  # now each has a receipt to delete it by
+    listed = browser.get(page).text
+    assert all(f'name="m.{i}"' in listed for i in ids)
+    resp = _post(browser, "delete-messages", page, region="us-east-1", queue=name,
+                 **{f"m.{ids[0]}": "1", f"m.{ids[2]}": "1"})
+    assert _done(resp) == {"done": "deleted-messages", "n": "2"}
+    left = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
+    assert sorted(m["MessageId"] for m in left) == sorted([ids[1], ids[3]])
+
+    never = sqs.send_message(QueueUrl=url, MessageBody="fresh")["MessageId"]
+    resp = _post(browser, "delete-messages", page, region="us-east-1", queue=name,
+                 **{f"m.{never}": "1"})
+    assert _done(resp) == {"done": "not-deleted", "m": "1"}
+    assert _post(browser, "delete-messages", page, region="us-east-1", queue=name).status == 400
+
+
+def test_redrive_dead_letters_back_with_a_rate_and_cancel(browser: Browser, sqs: Any,
+                                                          make_queue: QueueFactory) -> None:
+    dlq = make_queue(prefix="con-rdlq")
+    source = make_queue(prefix="con-rsrc", RedrivePolicy=json.dumps(
+        {"deadLetterTargetArn": make_queue.arn_of(dlq), "maxReceiveCount": 1}))
+    for i in range(3):
+        sqs.send_message(QueueUrl=source, MessageBody=f"poison {i}")
+    for _ in range(3):  # past maxReceiveCount: into the dead-letter queue
+        sqs.receive_message(QueueUrl=source, MaxNumberOfMessages=10, VisibilityTimeout=0)
+    assert counts(sqs, dlq) == (3, 0, 0)
+    overview = browser.get("/console").text
+    assert re.search(rf'<tr class="alert"><td><a href="[^"]+">{queue_name_of(dlq)}</a>',
+                     overview)
+    page = f"/console/queues/us-east-1/{queue_name_of(dlq)}"
+    assert 'action="/console/redrive"' in browser.get(page).text
+    resp = _post(browser, "redrive", page, region="us-east-1", queue=queue_name_of(dlq),
+                 destination="", rate="100")
+    assert _done(resp)["done"] == "redrive"
+    deadline = time.monotonic() + 10
+    while counts(sqs, source)[0] < 3 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert counts(sqs, source) == (3, 0, 0) and counts(sqs, dlq) == (0, 0, 0)
+    while "COMPLETED" not in browser.get(page).text and time.monotonic() < deadline:
+        time.sleep(0.1)  # the task completes at its next step, finding nothing left
+    assert "COMPLETED" in browser.get(page).text
+
+    for i in range(30):
+        sqs.send_message(QueueUrl=dlq, MessageBody=f"slow {i}")
+    _done(_post(browser, "redrive", page, region="us-east-1", queue=queue_name_of(dlq),
+                destination=queue_name_of(source), rate="1"))
+    running = browser.get(page)
+    assert "<progress" in running.text
+    task = re.search(r'name="task" value="([^"]+)"', running.text)
+    assert task, running.text
+    resp = _post(browser, "cancel-redrive", page, region="us-east-1",
+                 queue=queue_name_of(dlq), task=task.group(1))
+    assert _done(resp)["done"] == "cancelled"
+    assert "CANCELLED" in browser.get(page).text
+    assert counts(sqs, dlq)[0] > 20
+
+
+def test_paging_and_search_read_no_further_than_they_show(browser: Browser, sqs: Any,
+                                                          make_queue: QueueFactory) -> None:
+    url = make_queue(prefix="con-page")
+    page = f"/console/queues/us-east-1/{queue_name_of(url)}"
+    for start in range(0, 120, 10):
+        sqs.send_message_batch(QueueUrl=url, Entries=[
+            {"Id": str(i), "MessageBody": f"body {i:03d}",
+             "MessageAttributes": {"n": {"DataType": "String", "StringValue": f"a{i:03d}"}}}
+            for i in range(start, start + 10)])
+    first = browser.get(page).text
+    assert "Messages 1–50 of 120" in first and "page=2" in first
+    third = browser.get(page + "?page=3").text
+    assert "Messages 101–120 of 120" in third and "page=4" not in third
+    found = browser.get(page + "?search=body+07").text
+    assert found.count("<code>body 07") == 10  # body 070 … 079
+    by_attribute = browser.get(page + "?search=a119").text
+    assert "<code>body 119</code>" in by_attribute and "<code>body 118" not in by_attribute
+    one = sqs.send_message(QueueUrl=url, MessageBody="needle")["MessageId"]
+    assert "<code>needle</code>" in browser.get(f"{page}?search={one}").text
+    assert counts(sqs, url) == (121, 0, 0)
+
+
+def test_a_read_only_key_sees_no_actions_and_a_forged_one_is_refused(
+        secured: ServerProcess) -> None:
+    admin = _signed_in(secured, ADMIN, ADMIN_SECRET)
+    name = unique("ro")
+    _done(_post(admin, "create-queue", "/console", name=name, region="us-east-1"))
+    page = f"/console/queues/us-east-1/{name}"
+    _done(_post(admin, "send-message", page, region="us-east-1", queue=name, body="keep me"))
+    assert 'action="/console/purge-queue"' in admin.get(page).text
+
+    reader = _signed_in(secured, READER, READER_SECRET)
+    overview = reader.get("/console").text
+    assert name in overview and 'action="/console/create-queue"' not in overview
+    seen = reader.get(page).text
+    assert re.findall(r'action="/console/([a-z-]+)"', seen) == ["sign-out"]
+    assert "keep me" not in seen  # no ReceiveMessage: no bodies either
+    token = reader.get(page).form_token()
+    for action, fields in (("purge-queue", {"confirm": name}), ("delete-queue",
+                                                                 {"confirm": name}),
+                           ("send-message", {"body": "x"}),
+                           ("create-queue", {"name": unique("ro")})):
+        resp = reader.post(f"/console/{action}", {"csrf": token, "region": "us-east-1",
+                                                  "queue": name, **fields})
+        assert resp.status == 403, (action, resp.status)
+        assert "AccessDenied" in resp.text
+    sqs = boto3.client("sqs", endpoint_url=secured.url, region_name="us-east-1",
+                       aws_access_key_id=ADMIN, aws_secret_access_key=ADMIN_SECRET)
+    url = sqs.get_queue_url(QueueName=name)["QueueUrl"]
+    assert counts(sqs, url) == (1, 0, 0)
+    assert f"PurgeQueue {name} by access key {READER}: AccessDenied" in secured.log()
+    assert f"SendMessage {name} by access key {ADMIN}: ok" in secured.log()
+
+
+def test_a_key_limited_to_queues_sees_and_touches_only_those(secured: ServerProcess) -> None:
+    admin = _signed_in(secured, ADMIN, ADMIN_SECRET)
+    mine, other = unique("orders"), unique("billing")
+    for name in (mine, other):
+        _done(_post(admin, "create-queue", "/console", name=name, region="us-east-1"))
+    orders = _signed_in(secured, ORDERS, ORDERS_SECRET)
+    overview = orders.get("/console").text
+    assert mine in overview and other not in overview
+    assert orders.get(f"/console/queues/us-east-1/{other}").status == 404
+    token = orders.get(f"/console/queues/us-east-1/{mine}").form_token()
+    refused = orders.post("/console/delete-queue", {"csrf": token, "region": "us-east-1",
+                                                    "queue": other, "confirm": other})
+    assert refused.status == 403
+    assert other in admin.get("/console").text

@@ -1,0 +1,237 @@
+"""The console in a real browser: Playwright driving Debian's Chromium against a real server.
+
+An operator signs in, creates a queue with a dead-letter queue, sends messages from the
+console, watches them land in the dead-letter queue (received past maxReceiveCount with
+boto3, as a failing worker would), redrives them with a rate while the page shows the
+progress by itself, searches, deletes a message, purges with the name typed; a read-only
+key sees no buttons and its forged POST is refused. It needs Chromium (`apt-get install
+chromium`) and the `playwright` package (dev extras); without them it skips locally and
+fails in CI. Screenshots go to $CONVEYOR_SCREENSHOTS (docs/ for the README) or a temporary
+folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+
+from tests.server.helpers import counts, unique
+from tests.support import ServerProcess
+
+ADMIN, ADMIN_SECRET = "AKIDADMIN", "admin-secret"
+READER, READER_SECRET = "AKIDREADER", "reader-secret"
+CONFIG = f"""
+access_keys:
+  {ADMIN}: {ADMIN_SECRET}
+  {READER}:
+    secret: {READER_SECRET}
+    actions: ["ListQueues", "GetQueue*"]
+"""
+WAIT_MS = 15_000
+
+
+def _chromium() -> str:
+    """Chromium's path, or a skip (a failure in CI) saying what is missing."""
+    path = shutil.which("chromium") or shutil.which("chromium-browser")
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        missing = "the playwright package (pip install -e '.[dev]')"
+    else:
+        missing = "" if path else "Chromium (apt-get install chromium)"
+    if missing:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"the console's browser test needs {missing} (CI must not skip)")
+        pytest.skip(f"the console's browser test needs {missing}")
+    assert path
+    return path
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    data = tmp_path_factory.mktemp("browser")
+    config = data / "conveyor.yaml"
+    config.write_text(CONFIG)
+    proc = ServerProcess(data, "--mode", "relaxed", "--config", str(config)).start()
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture(scope="module")
+def chromium() -> Iterator[Any]:
+    path = _chromium()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        # --no-sandbox: CI runs as root, where Chromium's sandbox cannot start.
+        browser = p.chromium.launch(executable_path=path, args=["--no-sandbox"],
+                                    timeout=WAIT_MS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def shots(tmp_path: Path) -> Path:
+    folder = Path(os.environ.get("CONVEYOR_SCREENSHOTS") or tmp_path)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def _sqs(server: ServerProcess) -> Any:
+    return boto3.client("sqs", endpoint_url=server.url, region_name="us-east-1",
+                        aws_access_key_id=ADMIN, aws_secret_access_key=ADMIN_SECRET)
+
+
+def _sign_in(page: Any, server: ServerProcess, key: str, secret: str) -> None:
+    page.set_default_timeout(WAIT_MS)
+    page.goto(server.url + "/console")
+    assert page.url.endswith("/console/sign-in")
+    page.fill("input[name=access_key_id]", key)
+    page.fill("input[name=secret_access_key]", secret)
+    page.click("button:has-text('Sign in')")
+    page.wait_for_url(server.url + "/console")
+
+
+def _create_queue(page: Any, name: str, dlq: str = "", max_receives: str = "") -> None:
+    page.click("summary:has-text('Create a queue')")
+    page.fill("input[name=name]", name)
+    if dlq:
+        page.fill("input[name=dlq]", dlq)
+        page.fill("input[name=max_receive_count]", max_receives)
+    page.click("button:has-text('Create queue')")
+    page.wait_for_selector("text=Created the queue.")
+
+
+def test_an_operator_acts_from_the_console(server: ServerProcess, chromium: Any,
+                                           shots: Path) -> None:
+    sqs = _sqs(server)
+    context = chromium.new_context(viewport={"width": 1280, "height": 900},
+                                   color_scheme="light")
+    page = context.new_page()
+    _sign_in(page, server, ADMIN, ADMIN_SECRET)
+    dlq, source = unique("orders-dlq"), unique("orders")
+    _create_queue(page, dlq)
+    page.click("a.brand")
+    _create_queue(page, source, dlq=dlq, max_receives="2")
+    assert page.inner_text("h1") == source
+    assert dlq in page.inner_text("text=Go to:")
+
+    for i in range(3):  # sent from the console's own form
+        page.click("summary:has-text('Send a message')")
+        page.fill("textarea[name=body]", json.dumps({"order": 1000 + i, "total": "12.50"}))
+        page.fill("textarea[name=attributes]", f"tenant = acme\nattempt (Number) = {i}")
+        page.click("button:has-text('Send message')")
+        page.wait_for_selector("text=Sent message")
+    source_url = sqs.get_queue_url(QueueName=source)["QueueUrl"]
+    assert counts(sqs, source_url) == (3, 0, 0)
+
+    # A failing worker: receive each message past maxReceiveCount without deleting it.
+    for _ in range(3):
+        sqs.receive_message(QueueUrl=source_url, MaxNumberOfMessages=10, VisibilityTimeout=0)
+    dlq_url = sqs.get_queue_url(QueueName=dlq)["QueueUrl"]
+    assert counts(sqs, dlq_url) == (3, 0, 0)
+
+    page.goto(server.url + "/console")
+    alert = page.locator("tr.alert", has_text=dlq)
+    assert alert.count() == 1
+    assert "1 dead-letter queue holds 3 messages" in page.inner_text("#queues")
+    page.screenshot(path=str(shots / "console-overview.png"), full_page=True)
+
+    alert.locator("a", has_text=dlq).click()
+    page.wait_for_selector("#messages table")
+    assert page.locator("#messages tbody tr, #messages tr").count() >= 4
+    page.screenshot(path=str(shots / "console-dead-letters.png"), full_page=True)
+    page.locator("#messages a", has_text="-").first.click()
+    page.wait_for_selector("h2:has-text('Body')")
+    assert '"order": 10' in page.inner_text("pre")
+    assert f"dead-lettered from {source}" in page.inner_text("main")
+    page.screenshot(path=str(shots / "console-message.png"), full_page=True)
+    page.go_back()
+
+    # Redrive them home with a rate; the page follows the task without a reload.
+    page.fill("input[name=destination]", "")  # blank: back to the queue each came from
+    page.fill("input[name=rate]", "1")
+    page.click("button:has-text('Start redrive')")
+    page.wait_for_selector("text=Redrive started")
+    page.evaluate("window.__same_page = true")
+    page.wait_for_selector("#tasks >> text=COMPLETED", timeout=WAIT_MS)
+    assert page.evaluate("window.__same_page") is True  # updated in place, not reloaded
+    assert "3 of 3" in page.inner_text("#tasks")
+    page.screenshot(path=str(shots / "console-redrive.png"), full_page=True)
+    assert counts(sqs, source_url) == (3, 0, 0) and counts(sqs, dlq_url) == (0, 0, 0)
+
+    # Search, then delete a message that a worker has received (its receipt deletes it).
+    page.goto(f"{server.url}/console/queues/us-east-1/{source}")
+    taken = sqs.receive_message(QueueUrl=source_url, VisibilityTimeout=0)["Messages"][0]
+    page.fill("input[name=search]", taken["MessageId"])
+    page.press("input[name=search]", "Enter")
+    page.wait_for_selector(f"#messages >> text={taken['MessageId']}")
+    assert "1 found" in page.inner_text("#messages")
+    page.check(f"input[name='m.{taken['MessageId']}']")
+    page.click("button:has-text('Delete selected')")
+    page.wait_for_selector("text=Deleted 1 message(s).")
+    assert counts(sqs, source_url)[0] == 2
+    page.fill("input[name=search]", '"order": 1001')
+    page.press("input[name=search]", "Enter")
+    assert "found" in page.inner_text("#messages")
+
+    # Purge: the button stays disabled until the queue's name is typed.
+    page.click("summary:has-text('Purge')")
+    purge = page.locator("button:has-text('Purge queue')")
+    assert purge.is_disabled()
+    page.fill("form[action='/console/purge-queue'] input[name=confirm]", source[:-1])
+    assert purge.is_disabled()
+    page.fill("form[action='/console/purge-queue'] input[name=confirm]", source)
+    assert purge.is_enabled()
+    purge.click()
+    page.wait_for_selector("text=Purged")
+    page.wait_for_function("document.querySelector('#counts td').textContent === '0'",
+                           timeout=WAIT_MS)
+    assert counts(sqs, source_url) == (0, 0, 0)
+
+    for scheme, size, name in (("dark", {"width": 1280, "height": 900}, "console-dark.png"),
+                               ("light", {"width": 390, "height": 844}, "console-phone.png")):
+        other = chromium.new_context(viewport=size, color_scheme=scheme)
+        view = other.new_page()
+        view.context.add_cookies(context.cookies())
+        view.goto(f"{server.url}/console/queues/us-east-1/{dlq}")
+        background = view.evaluate("getComputedStyle(document.body).backgroundColor")
+        assert (background == "rgb(21, 23, 26)") == (scheme == "dark"), background
+        view.screenshot(path=str(shots / name), full_page=False)
+        other.close()
+    context.close()
+
+
+def test_a_read_only_key_sees_no_buttons_and_a_forged_action_is_refused(
+        server: ServerProcess, chromium: Any) -> None:
+    sqs = _sqs(server)
+    name = unique("keep")
+    url = sqs.create_queue(QueueName=name)["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="precious")
+    context = chromium.new_context()
+    page = context.new_page()
+    _sign_in(page, server, READER, READER_SECRET)
+    assert page.locator("form[action='/console/create-queue']").count() == 0
+    page.goto(f"{server.url}/console/queues/us-east-1/{name}")
+    forms = page.eval_on_selector_all("form[method=post]", "fs => fs.map(f => f.action)")
+    assert forms == [server.url + "/console/sign-out"]
+    assert "precious" not in page.content()
+    # The reader's own session and CSRF token, a well-formed form: refused all the same.
+    status = page.evaluate("""async (name) => {
+        const csrf = document.querySelector("input[name=csrf]").value;
+        const body = new URLSearchParams({csrf, region: "us-east-1", queue: name,
+                                          confirm: name});
+        const resp = await fetch("/console/purge-queue", {method: "POST", body});
+        return resp.status;
+    }""", name)
+    assert status == 403
+    assert counts(sqs, url) == (1, 0, 0)
+    assert f"PurgeQueue {name} by access key {READER}: AccessDenied" in server.log()
+    context.close()
