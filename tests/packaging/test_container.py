@@ -160,17 +160,22 @@ def test_worker_posts_to_the_app_and_drains_on_stop(podman: Podman,
     _, url = _server(podman, volume)
     sqs = sqs_client(url)
     queue_url = sqs.create_queue(QueueName="work")["QueueUrl"]
-    sqs.send_message(QueueUrl=queue_url, MessageBody="hello")
-    sqs.send_message(QueueUrl=queue_url, MessageBody="slow:2")  # the app takes 2 s
-
     # The host's network: the sample app listens on this machine's loopback.
     worker = podman.start("--network", "host", "-e", f"CONVEYOR_WORKER_QUEUE_URL={queue_url}",
                           "-e", f"CONVEYOR_APP_URL={app_url}", "-e", "CONVEYOR_CRON=",
                           "-e", "CONVEYOR_HTTP_CONNECTIONS=1", IMAGE, "worker")
-    deadline = time.monotonic() + 30
-    while len(posts) < 2 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert [body for _, _, body in posts] == [b"hello", b"slow:2"], podman.logs(worker)
+
+    def posted(count: int) -> None:
+        deadline = time.monotonic() + 30
+        while len(posts) < count and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(posts) == count, podman.logs(worker)
+
+    sqs.send_message(QueueUrl=queue_url, MessageBody="hello")
+    posted(1)
+    sqs.send_message(QueueUrl=queue_url, MessageBody="slow:2")  # the app takes 2 s
+    posted(2)
+    assert [body for _, _, body in posts] == [b"hello", b"slow:2"]
 
     # Stopped while the slow job runs: the worker lets it finish, deletes it, exits 0.
     podman("stop", "-t", "30", worker)
