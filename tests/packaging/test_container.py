@@ -12,6 +12,7 @@ Without podman, runc or that base the test skips locally and fails in CI.
 from __future__ import annotations
 
 import os
+import re
 import resource
 import shutil
 import subprocess
@@ -47,6 +48,7 @@ class Podman:
         self.env = {**os.environ, "CONTAINERS_CONF": str(conf)}
         self.names: list[str] = []
         self.volumes: list[str] = []
+        self.volumes_before: set[str] = set()
 
     def __call__(self, *args: str, timeout_s: float = 60,
                  check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -75,6 +77,11 @@ class Podman:
             self("rm", "-f", "-v", "-t", "0", name, check=False)
         for volume in self.volumes:
             self("volume", "rm", "-f", volume, check=False)
+        # Anonymous /data volumes (the image's VOLUME) that a container left behind: only
+        # new ones, and only when no container uses them (no -f).
+        for volume in set(self("volume", "ls", "-q").stdout.split()) - self.volumes_before:
+            if re.fullmatch(r"[0-9a-f]{64}", volume):
+                self("volume", "rm", volume, check=False)
 
 
 def _containers_conf(path: Path) -> Path:
@@ -102,6 +109,7 @@ def podman(tmp_path_factory) -> Iterator[Podman]:
         if not shutil.which(tool):
             _missing(f"{tool} is not installed")
     tool = Podman(_containers_conf(tmp_path_factory.mktemp("podman") / "containers.conf"))
+    tool.volumes_before = set(tool("volume", "ls", "-q").stdout.split())
     if tool("image", "exists", BASE, check=False).returncode:
         _missing(f"the base image {BASE} is not there")
     ca = _ca_bundle()
