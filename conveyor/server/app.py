@@ -26,6 +26,7 @@ from conveyor.server.metrics import CONTENT_TYPE_LATEST, ServerMetrics
 from conveyor.server.waiters import Waiters
 from conveyor.service import ReceivePlan, RequestContext, Service, leases, workers
 from conveyor.service.base import queue_name_from
+from conveyor.service.messages import apply_trace_header
 from conveyor.service.validate import plain_name
 from conveyor.sqs import jsonproto, queryproto
 from conveyor.sqs.errors import InternalError, RequestTooLarge, ServiceUnavailable, SqsError
@@ -53,11 +54,24 @@ class ServerSettings:
     console_session_s: int = console.auth.DEFAULT_SESSION_S
 
 
+def _protocol(req: Request) -> str:
+    """"json" (X-Amz-Target), or the Query protocol answered in XML ("query") or, when the
+    client accepts only JSON, in JSON ("query-json": AWS does so, LocalStack's validated
+    test_get_queue_attributes_json_format)."""
+    if "x-amz-target" in req.headers:
+        return "json"
+    return "query-json" if req.headers.get("accept") == "application/json" else "query"
+
+
+_CONTENT_TYPES = {"json": jsonproto.CONTENT_TYPE, "query": queryproto.CONTENT_TYPE,
+                  "query-json": queryproto.JSON_CONTENT_TYPE}
+
+
 @dataclass(slots=True)
 class Call:
     """One decoded API request."""
 
-    protocol: str  # "json" or "query"
+    protocol: str  # "json", "query" or "query-json"
     action: str
     request: dict[str, Any]
     request_id: str
@@ -128,7 +142,7 @@ class App:
         if req.path == "/_conveyor/clock" and req.method == "POST" and self.settings.dev_clock:
             return self._advance_clock(req)
         started = time.perf_counter()
-        protocol = "json" if "x-amz-target" in req.headers else "query"
+        protocol = _protocol(req)
         request_id = self._request_id()
         action = "Unknown"
         try:
@@ -163,7 +177,7 @@ class App:
             status, extra, payload = self._encode_error(protocol, InternalError(), request_id)
             outcome = "InternalFailure"
         self.metrics.requests.observe(action, outcome, time.perf_counter() - started)
-        content_type = jsonproto.CONTENT_TYPE if protocol == "json" else queryproto.CONTENT_TYPE
+        content_type = _CONTENT_TYPES[protocol]
         return Response(status, payload, content_type,
                         [(b"x-amzn-requestid", request_id.encode()), *extra])
 
@@ -211,6 +225,9 @@ class App:
 
     async def _dispatch(self, ctx: RequestContext, call: Call,
                         req: Request) -> dict[str, Any] | None:
+        trace = req.headers.get("x-amzn-trace-id")
+        if trace:
+            apply_trace_header(call.action, call.request, trace)
         if call.action != "ReceiveMessage":
             return await self.service.action(call.action)(ctx, call.request)
         plan = await self.service.plan_receive(ctx, call.request)
@@ -241,13 +258,15 @@ class App:
     def _encode(self, call: Call, result: dict[str, Any]) -> bytes:
         if call.protocol == "json":
             return jsonproto.encode(result)
+        if call.protocol == "query-json":
+            return queryproto.encode_json(call.action, result, call.request_id)
         return queryproto.encode(call.action, result, call.request_id)
 
     def _encode_error(self, protocol: str, error: SqsError,
                       request_id: str) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
         if protocol == "json":
             return jsonproto.encode_error(error)
-        return queryproto.encode_error(error, request_id)
+        return queryproto.encode_error(error, request_id, as_json=protocol == "query-json")
 
     # --- operator endpoints -----------------------------------------------------------------
 

@@ -86,8 +86,11 @@ def test_messages_move_oldest_first(kind: str, tmp_path: Path) -> None:
         assert source
         await sqs.call("StartMessageMoveTask", SourceArn=await sqs.arn(dlq),
                        DestinationArn=await sqs.arn(target), MaxNumberOfMessagesPerSecond=1)
-        await sqs.service.run_move_tasks(CTX)  # one message a step at this rate
+        await sqs.service.run_move_tasks(CTX)  # one message at once at this rate
         assert await sqs.bodies(target) == ["sent-first"]
+        await sqs.service.run_move_tasks(CTX)  # the next one only a second later
+        assert await sqs.bodies(target) == []
+        sqs.advance(1)
         await sqs.service.run_move_tasks(CTX)
         assert await sqs.bodies(target) == ["stored-first"]
 
