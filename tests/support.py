@@ -10,8 +10,9 @@ import subprocess
 import sys
 import time
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import boto3
 import pytest
@@ -172,3 +173,40 @@ def sqs_client(endpoint_url: str, region: str = "us-east-1", **config):
         aws_secret_access_key="test",
         config=Config(retries={"max_attempts": 1}, **config),
     )
+
+
+# --------------------------------------------------------------------------- long polls
+
+LONGEST_WAIT_S = 20  # SQS's longest WaitTimeSeconds
+# How long a test waits for the answer of a poll something should wake. Far from both
+# outcomes it tells apart: a woken poll answers within a fraction of a second, one left to
+# wait its LONGEST_WAIT_S out answers only after that, so load must slow a wake-up thirtyfold
+# before this fails. A bound on a hang, not a timing: no test measures how long a poll took.
+ANSWERED_WITHIN_S = 15.0
+
+
+class LongPoll:
+    """A ReceiveMessage parked on a server, on a thread and client of its own: for tests of
+    what wakes a long poll, what must not, and what ends its wait. Waits SQS's longest unless
+    `receive` says otherwise; constructed once it has had half a second to park."""
+
+    def __init__(self, endpoint_url: str, queue_url: str, **receive: Any) -> None:
+        client = sqs_client(endpoint_url, read_timeout=LONGEST_WAIT_S + 30)
+        request = {"QueueUrl": queue_url, "WaitTimeSeconds": LONGEST_WAIT_S, **receive}
+        pool = ThreadPoolExecutor(1)
+        self._answer = pool.submit(client.receive_message, **request)
+        pool.shutdown(wait=False)  # the thread ends with the poll
+        time.sleep(0.5)  # let it park; if it has not yet, it still answers the same
+
+    def answered(self) -> bool:
+        return self._answer.done()
+
+    def bodies(self) -> list[str]:
+        """The bodies it answered with; fails while it is still waiting ANSWERED_WITHIN_S
+        later (then nothing woke it: it is waiting its wait out)."""
+        try:
+            answer = self._answer.result(ANSWERED_WITHIN_S)
+        except TimeoutError:
+            raise AssertionError(f"the long poll was not woken: still waiting "
+                                 f"{ANSWERED_WITHIN_S} s later") from None
+        return [m["Body"] for m in answer.get("Messages", [])]

@@ -24,7 +24,7 @@ from tests.server.helpers import (
     receive_all,
     wait_for,
 )
-from tests.support import ServerProcess, sqs_client
+from tests.support import LongPoll, ServerProcess, sqs_client
 
 ATTRIBUTES = {
     "greeting": {"DataType": "String", "StringValue": "héllo wörld"},
@@ -298,13 +298,11 @@ def test_message_delay_overrides_queue_delay(sqs: Any, make_queue: QueueFactory)
     assert msg[0]["Body"] == "soon"
 
 
-def test_long_poll_wakes_when_delay_ends(sqs: Any, make_queue: QueueFactory) -> None:
+def test_long_poll_wakes_when_delay_ends(sqs: Any, server: ServerProcess,
+                                         make_queue: QueueFactory) -> None:
     url = make_queue()
     sqs.send_message(QueueUrl=url, MessageBody="soon", DelaySeconds=1)
-    started = time.monotonic()
-    msgs = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=10).get("Messages", [])
-    assert [m["Body"] for m in msgs] == ["soon"]
-    assert time.monotonic() - started < 8
+    assert LongPoll(server.url, url).bodies() == ["soon"]  # woken, not at the end of its wait
 
 
 # --------------------------------------------------------------------------- long polling
@@ -313,16 +311,9 @@ def test_long_poll_wakes_when_delay_ends(sqs: Any, make_queue: QueueFactory) -> 
 def test_long_poll_returns_when_a_message_is_sent(sqs: Any, server: ServerProcess,
                                                   make_queue: QueueFactory) -> None:
     url = make_queue()
-    sender = sqs_client(server.url)
-    timer = threading.Timer(0.5, lambda: sender.send_message(QueueUrl=url, MessageBody="ping"))
-    started = time.monotonic()
-    timer.start()
-    try:
-        msgs = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=10).get("Messages", [])
-    finally:
-        timer.join()
-    assert [m["Body"] for m in msgs] == ["ping"]
-    assert time.monotonic() - started < 6, "long poll did not wake up on send"
+    poll = LongPoll(server.url, url)
+    sqs.send_message(QueueUrl=url, MessageBody="ping")
+    assert poll.bodies() == ["ping"]
 
 
 def test_queue_receive_wait_time_makes_receives_long_polls(sqs: Any, server: ServerProcess,
@@ -338,11 +329,22 @@ def test_queue_receive_wait_time_makes_receives_long_polls(sqs: Any, server: Ser
     assert [m["Body"] for m in msgs] == ["ping"]
 
 
-def test_wait_time_zero_overrides_queue_default(sqs: Any, make_queue: QueueFactory) -> None:
+def test_wait_time_zero_overrides_queue_default(server: ServerProcess,
+                                                make_queue: QueueFactory) -> None:
     url = make_queue(ReceiveMessageWaitTimeSeconds=20)
-    started = time.monotonic()
-    assert sqs.receive_message(QueueUrl=url, WaitTimeSeconds=0).get("Messages", []) == []
-    assert time.monotonic() - started < 10
+    assert LongPoll(server.url, url, WaitTimeSeconds=0).bodies() == []  # not the queue's 20 s
+
+
+def test_moving_the_clock_past_a_long_poll_s_wait_ends_it(clock_server: ServerProcess) -> None:
+    sqs = sqs_client(clock_server.url)
+    url = QueueFactory(sqs)()
+    poll = LongPoll(clock_server.url, url)
+    advance_clock(clock_server.url, 10)  # half its wait: it stays parked and sees a send
+    sqs.send_message(QueueUrl=url, MessageBody="after 10 s")
+    assert poll.bodies() == ["after 10 s"]
+    poll = LongPoll(clock_server.url, url)  # nothing for it: the message is in flight
+    advance_clock(clock_server.url, 20)
+    assert poll.bodies() == []  # its 20 s are over, though no one waited them out
 
 
 def test_long_poll_that_times_out_returns_empty(sqs: Any, make_queue: QueueFactory) -> None:
@@ -601,14 +603,12 @@ def test_retention_expiry_removes_messages(clock_server: ServerProcess) -> None:
     assert sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []) == []
 
 
-def test_long_poll_wakes_when_visibility_expires(sqs: Any, make_queue: QueueFactory) -> None:
+def test_long_poll_wakes_when_visibility_expires(sqs: Any, server: ServerProcess,
+                                                 make_queue: QueueFactory) -> None:
     url = make_queue()
     sqs.send_message(QueueUrl=url, MessageBody="comes back")
     _one(sqs, url, VisibilityTimeout=1)
-    started = time.monotonic()
-    msgs = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=10).get("Messages", [])
-    assert [m["Body"] for m in msgs] == ["comes back"]
-    assert time.monotonic() - started < 6, "long poll not woken when the message reappeared"
+    assert LongPoll(server.url, url).bodies() == ["comes back"]
 
 
 def test_long_poll_wakes_when_visibility_is_released(sqs: Any, server: ServerProcess,
@@ -616,14 +616,7 @@ def test_long_poll_wakes_when_visibility_is_released(sqs: Any, server: ServerPro
     url = make_queue()
     sqs.send_message(QueueUrl=url, MessageBody="released")
     held = _one(sqs, url)
-    other = sqs_client(server.url)
-    timer = threading.Timer(0.5, lambda: other.change_message_visibility(
-        QueueUrl=url, ReceiptHandle=held["ReceiptHandle"], VisibilityTimeout=0))
-    started = time.monotonic()
-    timer.start()
-    try:
-        msgs = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=10).get("Messages", [])
-    finally:
-        timer.join()
-    assert [m["Body"] for m in msgs] == ["released"]
-    assert time.monotonic() - started < 6, "long poll not woken by ChangeMessageVisibility(0)"
+    poll = LongPoll(server.url, url)
+    sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=held["ReceiptHandle"],
+                                  VisibilityTimeout=0)
+    assert poll.bodies() == ["released"]
