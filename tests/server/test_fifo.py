@@ -8,7 +8,7 @@ from typing import Any
 
 from tests.server.conftest import QueueFactory
 from tests.server.helpers import counts, raises_sqs, receive_all, unique
-from tests.support import ServerProcess, sqs_client
+from tests.support import LongPoll, ServerProcess, sqs_client
 
 
 def _send(sqs: Any, url: str, body: str, group: str = "g", dedup: str | None = None,
@@ -236,16 +236,9 @@ def test_fifo_partial_batch_failure(sqs: Any, make_queue: QueueFactory) -> None:
 def test_long_poll_wakes_on_fifo_send(sqs: Any, server: ServerProcess,
                                       make_queue: QueueFactory) -> None:
     url = make_queue(fifo=True)
-    sender = sqs_client(server.url)
-    timer = threading.Timer(0.5, lambda: _send(sender, url, "wake"))
-    started = time.monotonic()
-    timer.start()
-    try:
-        msgs = _receive(sqs, url, WaitTimeSeconds=10)
-    finally:
-        timer.join()
-    assert [m["Body"] for m in msgs] == ["wake"]
-    assert time.monotonic() - started < 6
+    poll = LongPoll(server.url, url, MaxNumberOfMessages=10)
+    _send(sqs, url, "wake")
+    assert poll.bodies() == ["wake"]
 
 
 def test_long_poll_wakes_when_group_is_released(sqs: Any, server: ServerProcess,
@@ -254,17 +247,10 @@ def test_long_poll_wakes_when_group_is_released(sqs: Any, server: ServerProcess,
     _send(sqs, url, "first")
     _send(sqs, url, "second")
     held = _receive(sqs, url, n=1)
-    deleter = sqs_client(server.url)
-    timer = threading.Timer(0.5, lambda: deleter.delete_message(
-        QueueUrl=url, ReceiptHandle=held[0]["ReceiptHandle"]))
-    started = time.monotonic()
-    timer.start()
-    try:  # "second" becomes receivable when "first" is deleted; the waiting poll sees it
-        msgs = _receive(sqs, url, WaitTimeSeconds=10)
-    finally:
-        timer.join()
-    assert [m["Body"] for m in msgs] == ["second"]
-    assert time.monotonic() - started < 6, "long poll not woken when the group was released"
+    poll = LongPoll(server.url, url, MaxNumberOfMessages=10)
+    # "second" becomes receivable when "first" is deleted; the waiting poll sees it
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=held[0]["ReceiptHandle"])
+    assert poll.bodies() == ["second"]
 
 
 def test_attempt_id_after_delete_gets_new_messages(sqs: Any, make_queue: QueueFactory) -> None:
