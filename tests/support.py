@@ -202,11 +202,11 @@ class LongPoll:
         return self._answer.done()
 
     def bodies(self) -> list[str]:
-        """The bodies it answered with; fails while it is still waiting ANSWERED_WITHIN_S
-        later (then nothing woke it: it is waiting its wait out)."""
+        """The bodies it answered with; fails if it is still waiting ANSWERED_WITHIN_S
+        later (nothing woke it, nor ended its wait: it is sitting its wait out)."""
         try:
             answer = self._answer.result(ANSWERED_WITHIN_S)
         except TimeoutError:
-            raise AssertionError(f"the long poll was not woken: still waiting "
-                                 f"{ANSWERED_WITHIN_S} s later") from None
+            raise AssertionError(f"the long poll is still waiting {ANSWERED_WITHIN_S} s later: "
+                                 f"nothing woke it or ended its wait") from None
         return [m["Body"] for m in answer.get("Messages", [])]

@@ -342,7 +342,7 @@ def test_moving_the_clock_past_a_long_poll_s_wait_ends_it(clock_server: ServerPr
     advance_clock(clock_server.url, 10)  # half its wait: it stays parked and sees a send
     sqs.send_message(QueueUrl=url, MessageBody="after 10 s")
     assert poll.bodies() == ["after 10 s"]
-    poll = LongPoll(clock_server.url, url)  # nothing for it: the message is in flight
+    poll = LongPoll(clock_server.url, QueueFactory(sqs)())  # on an empty queue
     advance_clock(clock_server.url, 20)
     assert poll.bodies() == []  # its 20 s are over, though no one waited them out
 
