@@ -149,10 +149,8 @@ def test_image_serves_keeps_its_volume_and_stops_cleanly(podman: Podman) -> None
         assert resp.status == 200 and "jobs" in resp.read().decode()
 
     sqs.send_message(QueueUrl=queue_url, MessageBody="kept")
-    started = time.monotonic()
-    podman("stop", "-t", "30", name)
-    assert time.monotonic() - started < 15, "SIGTERM did not stop the server promptly"
-    assert podman.exit_code(name) == 0, podman.logs(name)
+    podman("stop", "-t", "30", name)  # SIGTERM; a SIGKILL (exit code 137) only 30 s later
+    assert podman.exit_code(name) == 0, podman.logs(name)  # it stopped itself, cleanly
 
     podman("start", name)
     wait_http(url + "/health", timeout_s=30)
