@@ -12,6 +12,7 @@ import pytest
 
 from conveyor.tempqueues import InvalidVirtualQueueAttributes, VirtualQueuesClient
 from conveyor.tempqueues.core import VirtualQueueId
+from tests.support import ANSWERED_WITHIN_S
 
 from .conftest import CallCounter
 
@@ -205,7 +206,7 @@ def test_shutdown_stops_receivers_and_closes_waits(client_factory: Callable[[], 
     waiter.start()
     time.sleep(0.1)
     virtual.shutdown()
-    waiter.join(5)
+    waiter.join(ANSWERED_WITHIN_S)  # a wait shutdown left open would run 20 s
     assert not waiter.is_alive() and got == [{}]
     assert virtual.virtual_queue_urls == [] and virtual.host_queue_urls == []
 
