@@ -19,7 +19,6 @@ from conveyor.service.context import RequestContext, parse_arn
 from conveyor.sqs.errors import (
     BatchRequestTooLong,
     InvalidParameterValue,
-    MessageNotInflight,
     MissingParameter,
     ReceiptHandleIsInvalid,
     SqsError,
@@ -27,7 +26,6 @@ from conveyor.sqs.errors import (
 )
 from conveyor.sqs.md5 import md5_of_attributes, md5_of_body
 from conveyor.store.base import (
-    NOT_IN_FLIGHT,
     OK,
     STALE,
     Handle,
@@ -401,8 +399,6 @@ class MessageActions(ServiceBase):
         if outcome == STALE:
             raise invalid_value(req["ReceiptHandle"], "ReceiptHandle", "Message does not exist "
                                 "or is not available for visibility timeout change.")
-        if outcome == NOT_IN_FLIGHT:
-            raise MessageNotInflight()
         if req["VisibilityTimeout"] == 0:
             self.on_ready(queue, 1)
         else:  # parked receivers planned their sleep with the old visibility
@@ -452,7 +448,7 @@ async def receive_from(store: Store, queue: QueueRecord, max_messages: int, visi
     """Claim up to `max_messages` messages and decide each one's fate (rules.py): returned,
     or moved to the dead-letter queue. The receive primitive of every store."""
     async with store.claim(queue, max_messages, now_ms, rules.retention_cutoff_ms(queue, now_ms),
-                           now_ms + visibility_ms, rules.FIFO_SCAN) as claim:
+                           now_ms + visibility_ms, rules.picking()) as claim:
         taken = claim.messages
         spent = rules.spent(taken, redrive.max_receive_count) if redrive and taken else []
         if spent:
@@ -469,7 +465,7 @@ async def change_visibility_in(store: Store, queue: QueueRecord, handles: list[H
                                now_ms: int) -> list[str]:
     """Each handle's outcome (rules.visibility_outcome), the OK ones applied at once."""
     async with store.hold(queue, [h.seq for h in handles]) as held:
-        outcomes = [rules.visibility_outcome(h.token, held.found.get(h.seq), now_ms)
+        outcomes = [rules.visibility_outcome(queue, h.token, held.found.get(h.seq))
                     for h in handles]
         changes = [(h.seq, h.visible_at_ms) for h, outcome in zip(handles, outcomes, strict=True)
                    if outcome == OK]

@@ -38,6 +38,7 @@ from conveyor.store.base import (
     STALE,
     Handle,
     NewMessage,
+    Picking,
     QueueRecord,
     SentMessage,
     StoredMessage,
@@ -284,14 +285,14 @@ class JournaledStore(SqliteStore):
         return [SentMessage(m.message_id, seq) for seq, m in zip(seqs, messages, strict=True)]
 
     def claim(self, queue: QueueRecord, max_messages: int, now_ms: int, cutoff_ms: int,
-              visible_at_ms: int, fifo_scan: int) -> Any:
+              visible_at_ms: int, picking: Picking) -> Any:
         """SQLite's messages first (they are older), then a scan of memory; no await
         between the scan and its journal record."""
         if queue.fifo:
             return super().claim(queue, max_messages, now_ms, cutoff_ms, visible_at_ms,
-                                 fifo_scan)
+                                 picking)
         return _JournalClaim(self, queue, max_messages, now_ms, cutoff_ms, visible_at_ms,
-                             fifo_scan)
+                             picking)
 
     def _sqlite_next_visible(self, queue_id: int) -> int:
         """When SQLite's first message of the queue becomes visible (read at once, with no
@@ -418,14 +419,14 @@ class _JournalClaim:
     __slots__ = ("store", "queue", "args", "inner", "in_memory", "messages")
 
     def __init__(self, store: JournaledStore, queue: QueueRecord, max_messages: int,
-                 now_ms: int, cutoff_ms: int, visible_at_ms: int, fifo_scan: int) -> None:
+                 now_ms: int, cutoff_ms: int, visible_at_ms: int, picking: Picking) -> None:
         self.store, self.queue = store, queue
-        self.args = (max_messages, now_ms, cutoff_ms, visible_at_ms, fifo_scan)
+        self.args = (max_messages, now_ms, cutoff_ms, visible_at_ms, picking)
         self.inner: Any = None
 
     async def __aenter__(self) -> _JournalClaim:
         store, queue = self.store, self.queue
-        max_messages, now_ms, cutoff_ms, visible_at_ms, fifo_scan = self.args
+        max_messages, now_ms, cutoff_ms, visible_at_ms, _ = self.args
         self.messages = []
         if store._sqlite_idle_until.get(queue.id, 0) <= now_ms:
             self.inner = SqliteStore.claim(store, queue, *self.args)
