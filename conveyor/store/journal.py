@@ -17,7 +17,9 @@ messages, and at close. At start-up every journal newer than the applied generat
 replayed and checkpointed. So SQLite holds every message older than the last checkpoint,
 memory the rest, and nothing is in both.
 
-FIFO queues keep using SQLite directly: their order, groups and deduplication are SQL.
+FIFO queues keep using SQLite directly: their order, groups and deduplication are SQL. So
+do standard-queue messages sent with a MessageGroupId (a fair queue's): a fair receive
+deals them by group through SQLite's group index, and their group is kept there.
 """
 
 from __future__ import annotations
@@ -275,6 +277,8 @@ class JournaledStore(SqliteStore):
                    dedup_ms: int) -> list[SentMessage]:
         if queue.fifo:
             return await super().send(queue, messages, now_ms, dedup_ms)
+        if any(m.group_id is not None for m in messages):
+            return await self._send_grouped(queue, messages, now_ms, dedup_ms)
         seqs = [self._next_seq() for _ in messages]
         self._record([["s", queue.id, [
             (seq, m.message_id, m.body, m.md5_body, m.attributes, m.md5_attributes, m.system,
@@ -283,6 +287,18 @@ class JournaledStore(SqliteStore):
         if self._held > PENDING_LIMIT or self._journal_bytes > JOURNAL_LIMIT:
             self._checkpoint_soon()
         return [SentMessage(m.message_id, seq) for seq, m in zip(seqs, messages, strict=True)]
+
+    async def _send_grouped(self, queue: QueueRecord, messages: list[NewMessage], now_ms: int,
+                            dedup_ms: int) -> list[SentMessage]:
+        """Messages with a MessageGroupId (a fair queue's) go to SQLite, group and all: a
+        fair receive deals them by group through SQLite's group index. The rest of the
+        batch stays on the fast path."""
+        grouped = [m for m in messages if m.group_id is not None]
+        plain = [m for m in messages if m.group_id is None]
+        stored = iter(await SqliteStore.send(self, queue, grouped, now_ms, dedup_ms))
+        self._sqlite_idle_until.pop(queue.id, None)
+        held = iter(await self.send(queue, plain, now_ms, dedup_ms) if plain else [])
+        return [next(stored) if m.group_id is not None else next(held) for m in messages]
 
     def claim(self, queue: QueueRecord, max_messages: int, now_ms: int, cutoff_ms: int,
               visible_at_ms: int, picking: Picking) -> Any:

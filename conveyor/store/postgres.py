@@ -661,6 +661,7 @@ class PostgresStore:
                              queue.id, now_ms)
             await db.execute("UPDATE conveyor_queues SET purged_s=$1 WHERE id=$2",
                              now_ms // 1000, queue.id)
+            await db.execute("DELETE FROM conveyor_dedup WHERE queue_id=$1", queue.id)
 
     async def tally(self, queue: QueueRecord, now_ms: int, cutoff_ms: int) -> Tally:
         async with self._conn() as db:

@@ -555,6 +555,7 @@ class SqliteStore:
         # retention sweep deletes the rest (see `expire`).
         async with self._write() as db:
             db.execute("UPDATE queues SET purged_s=? WHERE id=?", (now_ms // 1000, queue.id))
+            db.execute("DELETE FROM dedup WHERE queue_id=?", (queue.id,))
         await self._delete_messages("queue_id=? AND sent_ms<=?", (queue.id, now_ms))
 
     async def peek(self, queue: QueueRecord, limit: int,

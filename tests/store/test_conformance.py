@@ -180,16 +180,18 @@ def test_a_message_moves_when_its_receive_count_would_exceed_the_maximum(
 @pytest.mark.parametrize("kind", KINDS)
 def test_dead_lettered_messages_take_their_place_in_a_receive(kind: str,
                                                                tmp_path: Path) -> None:
-    """A receive reads no more of a backlog than it could return: the messages it moves
-    count among its MaxNumberOfMessages."""
+    """Each claim reads no more of a backlog than it could return: the messages it moves
+    count among its MaxNumberOfMessages (tests/store/test_receive.py); a receive whose
+    claim only moved claims again, until it has messages or nothing more moves, so a
+    backlog of spent messages is not drained one empty receive at a time."""
     async def scenario(sqs: Sqs) -> None:
         dlq = await sqs.create("dlq")
         url = await sqs.create("q", **_redrive(await sqs.arn(dlq), 1))
         await sqs.send(url, *(f"m-{i}" for i in range(5)))
         assert len(await sqs.receive(url, 10, VisibilityTimeout=0)) == 5
         assert await sqs.receive(url, 2) == []
-        assert await sqs.counts(url) == (3, 0, 0)
-        assert await sqs.counts(dlq) == (2, 0, 0)
+        assert await sqs.counts(url) == (0, 0, 0)
+        assert await sqs.counts(dlq) == (5, 0, 0)
 
     run(kind, tmp_path, scenario)
 
@@ -465,5 +467,178 @@ def test_an_expired_fifo_message_neither_is_received_nor_holds_its_group(
         assert await sqs.bodies(url) == []  # g is held
         sqs.advance(1)  # "old" expires in flight: g is free
         assert await sqs.bodies(url) == ["young"]
+
+    run(kind, tmp_path, scenario)
+
+
+# --- FIFO sends, purge, validation -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_fifo_send_takes_delay_seconds_zero_only(kind: str, tmp_path: Path) -> None:
+    """DelaySeconds=0 on a FIFO queue is taken, the queue's delay applying (LocalStack's
+    AWS-validated test_send_message_with_delay_0_works_for_fifo); any other value is
+    refused as recorded (test_fifo_queue_send_message_with_delay_seconds_fails:
+    InvalidParameterValue, HTTP 400)."""
+    async def scenario(sqs: Sqs) -> None:
+        url = await sqs.create("q.fifo", FifoQueue="true", DelaySeconds=5)
+        await sqs.send(url, "m", MessageGroupId="test", MessageDeduplicationId="42",
+                       DelaySeconds=0)
+        assert await sqs.counts(url) == (0, 0, 1)
+        sqs.advance(5)
+        assert await sqs.bodies(url) == ["m"]
+        with pytest.raises(InvalidParameterValue) as raised:
+            await sqs.send(url, "n", MessageGroupId="1", MessageDeduplicationId="1",
+                           DelaySeconds=2)
+        assert raised.value.message == (
+            "Value 2 for parameter DelaySeconds is invalid. Reason: The request include "
+            "parameter that is not valid for this queue type.")
+        assert raised.value.status == 400
+
+    run(kind, tmp_path, scenario)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize(("missing", "message"), [
+    ("MessageGroupId", "The request must contain the parameter MessageGroupId."),
+    ("MessageDeduplicationId", "The queue should either have ContentBasedDeduplication "
+                               "enabled or MessageDeduplicationId provided explicitly")])
+def test_a_fifo_batch_lacking_a_group_or_deduplication_id_fails_whole(
+        kind: str, missing: str, message: str, tmp_path: Path) -> None:
+    """Recorded from AWS (LocalStack's test_send_batch_missing_message_group_id_for_fifo_
+    queue and test_send_batch_missing_deduplication_id_for_fifo_queue): the whole request
+    fails with InvalidParameterValue, HTTP 400, the first entry unsent too."""
+    async def scenario(sqs: Sqs) -> None:
+        url = await sqs.create("q.fifo", FifoQueue="true", ContentBasedDeduplication="false")
+        second = {"Id": "b", "MessageBody": "messageBody", "MessageGroupId": "test-group",
+                  "MessageDeduplicationId": "dedup-b"}
+        del second[missing]
+        with pytest.raises(InvalidParameterValue) as raised:
+            await sqs.call("SendMessageBatch", QueueUrl=url, Entries=[
+                {"Id": "a", "MessageBody": "messageBody", "MessageGroupId": "test-group",
+                 "MessageDeduplicationId": "dedup-a"}, second])
+        assert (raised.value.message, raised.value.status) == (message, 400)
+        assert await sqs.counts(url) == (0, 0, 0)
+
+    run(kind, tmp_path, scenario)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_purge_clears_a_fifo_queues_deduplication_history(kind: str, tmp_path: Path) -> None:
+    """LocalStack's AWS-validated test_purge_queue_clears_fifo_deduplication_cache: the
+    same deduplication id sent after a purge is a new message."""
+    async def scenario(sqs: Sqs) -> None:
+        url = await sqs.create("q.fifo", FifoQueue="true")
+        await sqs.send(url, "message-1", MessageGroupId="g", MessageDeduplicationId="d")
+        await sqs.call("PurgeQueue", QueueUrl=url)
+        await sqs.send(url, "message-2", MessageGroupId="g", MessageDeduplicationId="d")
+        assert await sqs.bodies(url) == ["message-2"]
+
+    run(kind, tmp_path, scenario)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("name", ["q", "q.fifo"])
+@pytest.mark.parametrize("value", ["", "g" * 129, "QA-P3-ERR5 INTERIOR", "é"])
+def test_group_and_deduplication_ids_are_validated_on_both_queue_types(
+        kind: str, name: str, value: str, tmp_path: Path) -> None:
+    """"The length of MessageGroupId is 128 characters. Valid values: alphanumeric
+    characters and punctuation" (SQS API reference, SendMessage; Developer Guide, message
+    quotas: the same on standard queues, where a MessageGroupId makes a fair queue); AWS's
+    answer, as quoted from production logs: "Value CTC#QA-P3-ERR5 INTERIOR for parameter
+    MessageGroupId is invalid. Reason: MessageGroupId can only include alphanumeric and
+    punctuation characters. 1 to 128 in length." A MessageDeduplicationId on a standard
+    queue is refused whatever its value ("The request include parameter that is not valid
+    for this queue type")."""
+    async def scenario(sqs: Sqs) -> None:
+        fifo = name.endswith(".fifo")
+        url = await sqs.create(name, **({"FifoQueue": "true"} if fifo else {}))
+        with pytest.raises(InvalidParameterValue) as raised:
+            await sqs.send(url, "m", MessageGroupId=value,
+                           **({"MessageDeduplicationId": "d"} if fifo else {}))
+        assert raised.value.message == (
+            f"Value {value} for parameter MessageGroupId is invalid. Reason: MessageGroupId "
+            "can only include alphanumeric and punctuation characters. 1 to 128 in length.")
+        if fifo:
+            with pytest.raises(InvalidParameterValue) as raised:
+                await sqs.send(url, "m", MessageGroupId="g", MessageDeduplicationId=value)
+            assert raised.value.message == (
+                f"Value {value} for parameter MessageDeduplicationId is invalid. Reason: "
+                "MessageDeduplicationId can only include alphanumeric and punctuation "
+                "characters. 1 to 128 in length.")
+        assert await sqs.counts(url) == (0, 0, 0)
+        await sqs.send(url, "ok", MessageGroupId="g" * 128,
+                       **({"MessageDeduplicationId": "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"}
+                          if fifo else {}))
+        [message] = await sqs.receive(url)
+        assert message["Attributes"]["MessageGroupId"] == "g" * 128
+
+    run(kind, tmp_path, scenario)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_receive_that_only_dead_letters_looks_again(kind: str, tmp_path: Path) -> None:
+    """A receive whose claim went entirely to the dead-letter queue returns the visible
+    messages after them instead of an empty answer ("When the ReceiveCount for a message
+    exceeds the maxReceiveCount ... Amazon SQS moves the message to a dead-letter queue";
+    the receive itself still gets what is visible, as LocalStack's AWS-validated
+    test_dead_letter_queue_max_receive_count shows)."""
+    async def scenario(sqs: Sqs) -> None:
+        dlq = await sqs.create("dlq")
+        url = await sqs.create("q", **_redrive(await sqs.arn(dlq), 1))
+        await sqs.send(url, "m1", "m2", "m3")
+        assert len(await sqs.receive(url, 10, VisibilityTimeout=0)) == 3
+        await sqs.send(url, "m4")
+        assert await sqs.bodies(url, 1) == ["m4"]
+        assert await sqs.counts(dlq) == (3, 0, 0)
+
+    run(kind, tmp_path, scenario)
+
+
+# --- fair queues -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_noisy_group_does_not_hold_back_the_others(kind: str, tmp_path: Path) -> None:
+    """SQS fair queues: "In standard queues, using MessageGroupId enables fair queues. It is
+    used to identify the tenant a message belongs to, helping maintain consistent message
+    dwell time across all tenants during noisy neighbor events" (SQS API reference,
+    SendMessage). One tenant's 1,000 queued messages delay ten other tenants' messages by
+    no more than two receives of ten (service/rules.py, fair queues); without groups they
+    would wait for the whole backlog."""
+    async def scenario(sqs: Sqs) -> None:
+        url = await sqs.create("q")
+        for start in range(0, 1000, 10):
+            await sqs.call("SendMessageBatch", QueueUrl=url, Entries=[
+                {"Id": str(i), "MessageBody": f"noisy-{start + i}", "MessageGroupId": "noisy"}
+                for i in range(10)])
+        sqs.advance(1)
+        for tenant in range(10):
+            await sqs.send(url, f"quiet-{tenant}", MessageGroupId=f"tenant-{tenant}")
+        got: list[str] = []
+        for _ in range(2):
+            got += await sqs.bodies(url, 10, VisibilityTimeout=600)
+        assert {b for b in got if b.startswith("quiet")} == {f"quiet-{t}" for t in range(10)}
+        assert len(got) == 20
+        [one] = await sqs.receive(url, 1, VisibilityTimeout=600)
+        assert one["Attributes"]["MessageGroupId"] == "noisy"
+
+    run(kind, tmp_path, scenario)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_fair_receives_take_turns_and_fill_up(kind: str, tmp_path: Path) -> None:
+    """Single-message receives visit the groups in turn; a receive of ten fills up from
+    the groups it found (oldest first within each), then from messages without a group."""
+    async def scenario(sqs: Sqs) -> None:
+        url = await sqs.create("q")
+        for group in ("a", "b", "c"):
+            for i in range(3):
+                await sqs.send(url, f"{group}{i}", MessageGroupId=group)
+        await sqs.send(url, "plain")
+        turns = [(await sqs.bodies(url, 1, VisibilityTimeout=600))[0] for _ in range(4)]
+        assert turns == ["a0", "b0", "c0", "a1"]
+        assert await sqs.bodies(url, 10, VisibilityTimeout=600) == [
+            "b1", "c1", "a2", "b2", "c2", "plain"]
 
     run(kind, tmp_path, scenario)
