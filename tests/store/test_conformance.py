@@ -642,3 +642,26 @@ def test_fair_receives_take_turns_and_fill_up(kind: str, tmp_path: Path) -> None
             "b1", "c1", "a2", "b2", "c2", "plain"]
 
     run(kind, tmp_path, scenario)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_switching_a_fifo_queue_to_high_throughput_keeps_delivering(kind: str,
+                                                                    tmp_path: Path) -> None:
+    """High throughput can be turned on for an existing FIFO queue (SQS Developer Guide,
+    "Enabling high throughput for FIFO queues": DeduplicationScope=messageGroup,
+    FifoThroughputLimit=perMessageGroupId; LocalStack's AWS-validated
+    test_fifo_message_attributes receives from such a queue as from any FIFO queue): what
+    was queued before comes first and in order, each group's order holds, and deduplication
+    from then on is per group."""
+    async def scenario(sqs: Sqs) -> None:
+        url = await sqs.create("q.fifo", FifoQueue="true")
+        for i in range(3):
+            await sqs.send(url, f"a{i}", MessageGroupId="a", MessageDeduplicationId=f"d{i}")
+        await sqs.call("SetQueueAttributes", QueueUrl=url, Attributes={
+            "DeduplicationScope": "messageGroup", "FifoThroughputLimit": "perMessageGroupId"})
+        await sqs.send(url, "b0", MessageGroupId="b", MessageDeduplicationId="d0")
+        await sqs.send(url, "a3", MessageGroupId="a", MessageDeduplicationId="x")
+        await sqs.send(url, "a3-again", MessageGroupId="a", MessageDeduplicationId="x")
+        assert await sqs.bodies(url, 10) == ["a0", "a1", "a2", "a3", "b0"]
+
+    run(kind, tmp_path, scenario)
