@@ -186,10 +186,13 @@ _INSERT_MANY = (
 _RECEIVED = ("visible_at=$1, receive_count=m.receive_count+1,"
              " first_receive_ms=COALESCE(m.first_receive_ms, $2), receipt=$3")
 # A standard queue's claim in one statement, its own transaction: the due, live messages,
-# skipping those other claims hold, received at once (pgmq's read).
+# skipping those other claims hold, received at once (pgmq's read); nothing when the queue
+# has grouped messages (a fair queue's: dealt by group instead).
 _CLAIM = (
     f"UPDATE conveyor_messages m SET {_RECEIVED} FROM (SELECT seq, visible_at"
     " FROM conveyor_messages WHERE queue_id=$4 AND visible_at<=$2 AND sent_ms>$5"
+    " AND NOT EXISTS (SELECT 1 FROM conveyor_messages g WHERE g.queue_id=$4"
+    "  AND g.group_id IS NOT NULL)"
     " ORDER BY visible_at LIMIT $6 FOR UPDATE SKIP LOCKED) c WHERE m.seq=c.seq"
     f" RETURNING c.visible_at AS due_at, {', '.join('m.' + c for c in _COLUMNS.split(', '))}"
 )
@@ -554,17 +557,19 @@ class PostgresStore:
     async def claim(self, queue: QueueRecord, max_messages: int, now_ms: int, cutoff_ms: int,
                     visible_at_ms: int, picking: Picking) -> AsyncIterator[_Claim]:
         """A standard queue: one statement, one round trip (what follows it, rarely, is
-        guarded by the claim's receipt); with message groups, a transaction that deals
-        them fairly. A FIFO queue: a transaction under the queue's advisory lock, so that
-        groups are handed out in commit order across nodes."""
+        guarded by the claim's receipt); when it found nothing because the queue has
+        grouped messages, a transaction that deals them fairly. A FIFO queue: a
+        transaction under the queue's advisory lock, so that groups are handed out in
+        commit order across nodes."""
         receipt = f"{self._tokens.getrandbits(64):016x}"
         async with self._conn() as db:
-            if not queue.fifo and not await db.fetchval(_HAS_GROUPS, queue.id):
+            if not queue.fifo:
                 rows = await db.fetch(_CLAIM, visible_at_ms, now_ms, receipt, queue.id,
                                       cutoff_ms, max_messages)
-                rows.sort(key=lambda r: (r[0], r[1]))
-                yield _Claim(db, receipt, [StoredMessage(*r[1:]) for r in rows])
-                return
+                if rows or not await db.fetchval(_HAS_GROUPS, queue.id):
+                    rows.sort(key=lambda r: (r[0], r[1]))
+                    yield _Claim(db, receipt, [StoredMessage(*r[1:]) for r in rows])
+                    return
             async with db.transaction():
                 if queue.fifo:
                     await db.execute("SELECT pg_advisory_xact_lock($1)", queue.id)
