@@ -217,6 +217,21 @@ _FIFO_RUNS = (
     " AND sent_ms>$4 ORDER BY seq LIMIT $5) r ORDER BY g.n, r.seq"
 )
 _FIFO_WALK_PAGE = 100  # walk rows per round trip
+# The queue's first $3 + 1 groups (a loose index scan) with their heads' visible_at: a
+# queue with few groups knows before its walk how many are available, and none means an
+# empty receive without a walk through the held groups' visible backlog.
+_FEW_GROUPS = 16
+_FIFO_GROUP_HEADS = (
+    "WITH RECURSIVE g(group_id, n) AS ("
+    " (SELECT group_id, 1 FROM conveyor_messages WHERE queue_id=$1 AND group_id IS NOT NULL"
+    "  ORDER BY group_id LIMIT 1)"
+    " UNION ALL SELECT (SELECT m.group_id FROM conveyor_messages m WHERE m.queue_id=$1"
+    "  AND m.group_id>g.group_id ORDER BY m.group_id LIMIT 1), g.n+1 FROM g"
+    "  WHERE g.group_id IS NOT NULL AND g.n<=$3)"
+    " SELECT g.group_id, h.visible_at FROM g LEFT JOIN LATERAL (SELECT visible_at FROM"
+    " conveyor_messages WHERE queue_id=$1 AND group_id=g.group_id AND sent_ms>$2"
+    " ORDER BY seq LIMIT 1) h ON true WHERE g.group_id IS NOT NULL"
+)
 _HAS_GROUPS = (
     "SELECT 1 FROM conveyor_messages WHERE queue_id=$1 AND group_id IS NOT NULL LIMIT 1"
 )
@@ -589,13 +604,19 @@ class PostgresStore:
         """The seqs a FIFO receive takes, in order (picking.fifo_groups, .fifo_run): the
         walk a page at a time until the rules have their groups, then their runs at once."""
         groups: list[tuple[str, int]] = []
+        wanted = limit  # groups: each gives at least one message
+        heads = await db.fetch(_FIFO_GROUP_HEADS, queue_id, cutoff_ms, _FEW_GROUPS)
+        if len(heads) <= _FEW_GROUPS:  # every group known: stop once each available one is
+            wanted = min(limit, sum(1 for h in heads if h[1] is not None and h[1] <= now_ms))
+            if not wanted:
+                return []
         after, walked = (-1, -1), 0
-        while len(groups) < limit and walked < picking.fifo_scan:
+        while len(groups) < wanted and walked < picking.fifo_scan:
             page = min(_FIFO_WALK_PAGE, picking.fifo_scan - walked)
             rows = await db.fetch(_FIFO_WALK, queue_id, now_ms, cutoff_ms, *after, page)
             known = {group for group, _ in groups}
             groups += [g for g in picking.fifo_groups([tuple(r) for r in rows], limit)
-                       if g[0] not in known][:limit - len(groups)]
+                       if g[0] not in known][:wanted - len(groups)]
             if len(rows) < page:
                 break
             after, walked = (rows[-1][2], rows[-1][0]), walked + len(rows)

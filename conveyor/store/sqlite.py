@@ -176,16 +176,26 @@ _configure_sqlite()
 DELETE_CHUNK = 1_000
 
 # A FIFO receive's walk (service/rules.py, FIFO groups): the queue's visible, live grouped
-# messages in (visible_at, seq) order, each with its group's head, the group's first live
-# message. Run as a co-routine: the rules stop it once they have their groups.
+# messages in (visible_at, seq) order. Run as a co-routine: the rules stop it once they
+# have their groups. Each group's head (its first live message) is looked up once per walk.
 _FIFO_WALK = """
-SELECT m.seq, m.group_id, m.visible_at, (
-    SELECT h.seq FROM messages h INDEXED BY messages_group_seq
-    WHERE h.queue_id=:q AND h.group_id=m.group_id AND h.sent_ms>:cutoff ORDER BY h.seq LIMIT 1)
-FROM messages m INDEXED BY messages_ready
-WHERE m.queue_id=:q AND m.visible_at<=:now AND m.group_id IS NOT NULL AND m.sent_ms>:cutoff
-ORDER BY m.visible_at, m.seq LIMIT :scan
+SELECT seq, group_id, visible_at FROM messages INDEXED BY messages_ready
+WHERE queue_id=:q AND visible_at<=:now AND group_id IS NOT NULL AND sent_ms>:cutoff
+ORDER BY visible_at, seq LIMIT :scan
 """
+_FIFO_HEAD = (
+    "SELECT seq, visible_at FROM messages INDEXED BY messages_group_seq WHERE queue_id=?"
+    " AND group_id=? AND sent_ms>? ORDER BY seq LIMIT 1"
+)
+# The queue's groups in order, one index probe each (for the walk's early stop).
+_GROUP_AFTER = (
+    "SELECT group_id FROM messages INDEXED BY messages_group_seq WHERE queue_id=?"
+    " AND group_id>? ORDER BY group_id LIMIT 1"
+)
+# A queue with at most this many groups has them counted before its walk, which then stops
+# once each is known to be held or found: an empty receive on a FIFO queue whose few
+# groups are all held reads a row or two instead of the whole visible backlog.
+_FEW_GROUPS = 16
 # One FIFO group's live messages from its head on, in order.
 _FIFO_RUN = (
     "SELECT seq, visible_at FROM messages INDEXED BY messages_group_seq WHERE queue_id=?"
@@ -462,8 +472,34 @@ class SqliteStore:
         """The seqs a FIFO receive takes, in order (picking.fifo_groups, .fifo_run)."""
         walk = db.execute(_FIFO_WALK, {"q": queue_id, "now": now_ms, "cutoff": cutoff_ms,
                                        "scan": picking.fifo_scan})
+        heads: dict[str, int | None] = {}
+        undecided = -1  # how many available groups the walk has yet to meet, when known
+        few = self._few_groups(db, queue_id)
+        if few is not None:
+            undecided = 0
+            for group_id in few:
+                row = db.execute(_FIFO_HEAD, (queue_id, group_id, cutoff_ms)).fetchone()
+                heads[group_id] = row[0] if row else None
+                undecided += row is not None and row[1] <= now_ms
+            if not undecided:
+                walk.close()
+                return []
+
+        def with_heads() -> Iterator[tuple[int, str, int, int | None]]:
+            nonlocal undecided
+            for seq, group_id, visible_at in walk:
+                if group_id not in heads:
+                    row = db.execute(_FIFO_HEAD, (queue_id, group_id, cutoff_ms)).fetchone()
+                    heads[group_id] = row[0] if row else None
+                head = heads[group_id]
+                yield seq, group_id, visible_at, head
+                if seq == head:
+                    undecided -= 1
+                    if undecided == 0:  # every available group met: nothing more to find
+                        return
+
         try:
-            groups = picking.fifo_groups(walk, limit)
+            groups = picking.fifo_groups(with_heads(), limit)
         finally:
             walk.close()  # stop the walk where the rules did
         seqs: list[int] = []
@@ -474,6 +510,18 @@ class SqliteStore:
             if len(seqs) == limit:
                 break
         return seqs
+
+    @staticmethod
+    def _few_groups(db: apsw.Connection, queue_id: int) -> list[str] | None:
+        """The queue's groups when there are at most _FEW_GROUPS, else None."""
+        found: list[str] = []
+        group = ""
+        while row := db.execute(_GROUP_AFTER, (queue_id, group)).fetchone():
+            group = row[0]
+            found.append(group)
+            if len(found) > _FEW_GROUPS:
+                return None
+        return found
 
     def _fair_candidates(self, db: apsw.Connection, queue_id: int, limit: int, now_ms: int,
                          cutoff_ms: int, picking: Picking) -> list[int]:
