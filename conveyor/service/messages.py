@@ -359,6 +359,20 @@ class MessageActions(ServiceBase):
             self.on_ready(queue, outcomes.count(OK))  # the next message of a group is free
         return outcomes
 
+    async def drop_unreceived(self, queue: QueueRecord, messages: list[StoredMessage],
+                              by: str) -> list[str]:
+        """Delete messages that no receipt can name (never received since they arrived in
+        this queue: fresh ones, dead letters since they landed), for the console's delete;
+        not an SQS action, so no client reaches it. One received meanwhile is left to its
+        receiver. The ids of those deleted, each logged with `by` (who asked)."""
+        gone = set(await self.store.drop(queue, [m.seq for m in messages]))
+        dropped = [m.message_id for m in messages if m.seq in gone]
+        for message_id in dropped:
+            self.log.info("deleted unreceived message %s of %s for %s", message_id, queue.name,
+                          by, extra={"message_id": message_id, "queue": queue.name,
+                                     "access_key": by})
+        return dropped
+
     async def delete_message_batch(self, ctx: RequestContext, req: Request) -> dict[str, Any]:
         queue = await self.queue(ctx, req["QueueUrl"])
         return await self._batch(req["Entries"], "DeleteMessageBatchRequestEntry",

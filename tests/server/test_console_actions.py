@@ -181,9 +181,12 @@ def test_delete_a_selection_of_messages(browser: Browser, sqs: Any,
     assert sorted(m["MessageId"] for m in left) == sorted([ids[1], ids[3]])
 
     never = sqs.send_message(QueueUrl=url, MessageBody="fresh")["MessageId"]
+    assert f'name="m.{never}"' in browser.get(page).text  # no receipt, still deletable
     resp = _post(browser, "delete-messages", page, region="us-east-1", queue=name,
-                 **{f"m.{never}": "1"})
-    assert _done(resp) == {"done": "not-deleted", "m": "1"}
+                 **{f"m.{never}": "1", f"m.{ids[1]}": "1", "m.gone": "1"})
+    assert _done(resp) == {"done": "not-deleted", "n": "2", "m": "1"}
+    assert counts(sqs, url) == (0, 1, 0)  # ids[3], still in flight from the receive above
+    assert "not received, deleted by the console" in browser.get("/console").text
     assert _post(browser, "delete-messages", page, region="us-east-1", queue=name).status == 400
 
 

@@ -93,8 +93,9 @@ class Actions:
         return _to_queue(ctx.region, name, done="sent", id=sent["MessageId"])
 
     async def delete_messages(self, req: Request, form: Form, operator: Operator) -> Response:
-        """DeleteMessageBatch by the latest receipt of each ticked message (looked up, not
-        received); a message without one is left, and said so."""
+        """The ticked messages (looked up, not received): those received since they arrived
+        by DeleteMessageBatch with their latest receipt, as any client deletes; the others,
+        which no receipt names, by the service's console-only drop, recorded like a call."""
         ctx, name = self._ctx(req, form, operator), form.get("queue", "")
         url = ctx.queue_url(name)
         self.calls.authorize(operator, ctx, "DeleteMessage", {"QueueUrl": url})
@@ -102,8 +103,8 @@ class Actions:
         if not ids:
             raise FormError("Tick at least one message to delete.")
         queue = await self.service.queue(ctx, name)
-        found = await messages.find(self.service, queue, set(ids))
-        handles = [encode_handle(queue, m.seq, m.receipt) for m, _ in found.values()
+        found = [m for m, _ in (await messages.find(self.service, queue, set(ids))).values()]
+        handles = [encode_handle(queue, m.seq, m.receipt) for m in found
                    if m.receipt is not None]
         deleted = 0
         batch = self.service.limits.max_batch_entries
@@ -113,6 +114,12 @@ class Actions:
             result = await self.calls.call(operator, ctx, "DeleteMessageBatch",
                                            {"QueueUrl": url, "Entries": entries})
             deleted += len(result.get("Successful", []))
+        unreceived = [m for m in found if m.receipt is None]
+        if unreceived:
+            dropped = await self.service.drop_unreceived(queue, unreceived, operator.key_id)
+            self.calls.record(operator, ctx, "DeleteMessage", {"QueueUrl": url},
+                              f"ok: {len(dropped)} not received, deleted by the console")
+            deleted += len(dropped)
         left = len(ids) - deleted
         return _to_queue(ctx.region, name, done="not-deleted" if left else "deleted-messages",
                          n=deleted, m=left)

@@ -20,8 +20,8 @@ NOTICES = {
     "created": "Created the queue.",
     "queue-deleted": "Deleted queue {id}.",
     "deleted-messages": "Deleted {n} message(s).",
-    "not-deleted": "Deleted {n} message(s); {m} had no receipt to delete them by (not "
-                   "received since they arrived here) or were gone.",
+    "not-deleted": "Deleted {n} message(s); {m} were gone, or received meanwhile and left "
+                   "to their receiver.",
     "redrive": "Redrive started: its progress is below.",
     "cancelled": "Redrive cancelled after {n} message(s).",
 }
