@@ -43,6 +43,7 @@ class Actions:
         """POST /console/<name> -> its action."""
         handlers: dict[str, Handler] = {
             "create-queue": self.create_queue, "send-message": self.send_message,
+            "edit-queue": self.edit_queue, "edit-tags": self.edit_tags,
             "purge-queue": self.purge_queue, "delete-queue": self.delete_queue,
             "delete-messages": self.delete_messages, "redrive": self.redrive,
             "cancel-redrive": self.cancel_redrive}
@@ -73,6 +74,37 @@ class Actions:
         request = forms.create_queue(form, ctx)
         await self.calls.call(operator, ctx, "CreateQueue", request)
         return _to_queue(ctx.region, request["QueueName"], done="created")
+
+    async def edit_queue(self, req: Request, form: Form, operator: Operator) -> Response:
+        """SetQueueAttributes with what the edit form changed (the redrive policy too)."""
+        ctx, name = self._ctx(req, form, operator), form.get("queue", "")
+        queue = await self.service.queue(ctx, name)
+        changes = forms.edited_attributes(form, ctx, queue.attributes)
+        if not changes:
+            return _to_queue(ctx.region, name, done="unchanged")
+        await self.calls.call(operator, ctx, "SetQueueAttributes",
+                              {"QueueUrl": ctx.queue_url(name), "Attributes": changes})
+        return _to_queue(ctx.region, name, done="edited", id=", ".join(sorted(changes)))
+
+    async def edit_tags(self, req: Request, form: Form, operator: Operator) -> Response:
+        """TagQueue and UntagQueue to make the queue's tags the form's lines."""
+        ctx, name = self._ctx(req, form, operator), form.get("queue", "")
+        url = ctx.queue_url(name)
+        queue = await self.service.queue(ctx, name)
+        added, removed = forms.edited_tags(form, queue.tags)
+        # Both checked before either runs: a key allowed one but not the other changes nothing.
+        if added:
+            self.calls.authorize(operator, ctx, "TagQueue", {"QueueUrl": url})
+        if removed:
+            self.calls.authorize(operator, ctx, "UntagQueue", {"QueueUrl": url})
+        if added:
+            await self.calls.call(operator, ctx, "TagQueue", {"QueueUrl": url, "Tags": added})
+        if removed:
+            await self.calls.call(operator, ctx, "UntagQueue",
+                                  {"QueueUrl": url, "TagKeys": removed})
+        if not added and not removed:
+            return _to_queue(ctx.region, name, done="unchanged")
+        return _to_queue(ctx.region, name, done="tagged", n=len(added), m=len(removed))
 
     async def purge_queue(self, req: Request, form: Form, operator: Operator) -> Response:
         ctx, name = self._ctx(req, form, operator), _confirmed(form)
