@@ -8,7 +8,7 @@ from html import escape
 
 import orjson
 
-from conveyor.server.console import forms, messages, parts
+from conveyor.server.console import charts, forms, messages, parts
 from conveyor.server.console.frame import PREFIX, render
 from conveyor.server.console.visit import Visit
 from conveyor.server.http import Response
@@ -35,6 +35,7 @@ class QueuePage:
                 ctx, {"QueueUrl": name})).get("queueUrls", [])
             tasks = (await self.service.list_message_move_tasks(
                 ctx, {"SourceArn": ctx.queue_arn(name), "MaxResults": MOVE_TASKS_SHOWN}))
+            await self.service.sample_oldest_age(queue)
         except SqsError as error:
             return _not_found(v, error.message)
         counts = Counts(int(attributes.get("ApproximateNumberOfMessages", 0)),
@@ -45,6 +46,9 @@ class QueuePage:
                 f"<p>URL <code>{escape(ctx.queue_url(name))}</code><br>"
                 f"ARN <code>{escape(ctx.queue_arn(name))}</code></p>",
                 f'<section id="counts" data-live>{_counts(counts)}</section>',
+                '<section id="activity" data-live>' + charts.queue_charts(
+                    self.service.activity.history(queue.id, self.service.clock.now_ms()))
+                + "</section>",
                 self._actions(v, ctx, queue),
                 "<h2>Dead letters</h2>",
                 f"<p>Go to: {parts.redrive_cell(queue)}<br>"
