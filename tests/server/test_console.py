@@ -103,6 +103,11 @@ def test_queue_page_shows_the_next_messages_without_receiving_them(
     assert [r[3] for r in rows] == ["0", "0", "1"]
     assert rows[0][5] == "é" * 200 + "…"  # bodies are cut short
     assert "&lt;i&gt;first&lt;/i&gt;" in messages and "<i>" not in messages
+    activity = page.split('<section id="activity" data-live>')[1].split("</section>")[0]
+    assert [r[0] for r in _rows(activity)] == ["Sent", "Received", "Deleted",
+                                               "Oldest message (s)"]
+    assert activity.count('<svg class="spark"') == 4
+    assert "oldest message&#x27;s age, the last hour: highest " in activity
 
     # Looking changed nothing: the visible message is still there to receive, once.
     got = sqs.receive_message(QueueUrl=source, MaxNumberOfMessages=10,
