@@ -14,6 +14,7 @@ import orjson
 
 from conveyor.ids import UuidSequence
 from conveyor.service import rules, validate
+from conveyor.service.activity import DELETED, RECEIVED, SENT
 from conveyor.service.base import ServiceBase
 from conveyor.service.context import RequestContext, parse_arn
 from conveyor.sqs.errors import (
@@ -72,6 +73,7 @@ class MessageActions(ServiceBase):
         message = self._new_message(ctx, queue, req, now_ms)
         [sent] = await self.store.send(queue, [message], now_ms, self._dedup_ms)
         self._announce(queue, [message], [sent.duplicate])
+        self.counted(queue, SENT, 0 if sent.duplicate else 1, now_ms)
         return self._sent_entry(queue, message, sent.message_id, sent.seq)
 
     async def send_message_batch(self, ctx: RequestContext, req: Request) -> dict[str, Any]:
@@ -96,6 +98,7 @@ class MessageActions(ServiceBase):
                 failed.append(_failure(entry["Id"], error))
         results = await self.store.send(queue, [m for _, m in ready], now_ms, self._dedup_ms)
         self._announce(queue, [m for _, m in ready], [r.duplicate for r in results])
+        self.counted(queue, SENT, sum(not r.duplicate for r in results), now_ms)
         successful = [{"Id": entry_id, **self._sent_entry(queue, m, r.message_id, r.seq)}
                       for (entry_id, m), r in zip(ready, results, strict=True)]
         return batch_result(successful, failed)
@@ -250,6 +253,7 @@ class MessageActions(ServiceBase):
                                      "dead_letter_queue": dlq.name if dlq else None})
             if dlq is not None:
                 self.on_ready(dlq, len(redrive.moved))
+        self.counted(queue, RECEIVED, len(stored), now_ms)
         messages = [self._message_out(ctx, queue, m, plan) for m in stored]
         if self.log.isEnabledFor(logging.DEBUG):
             for m in stored:
@@ -355,9 +359,26 @@ class MessageActions(ServiceBase):
         outcomes = await self.store.delete(queue, self._touched(queue, handles),
                                            rules.delete_in_flight_after_ms(
                                                queue, self.clock.now_ms()))
-        if queue.fifo and OK in outcomes:
-            self.on_ready(queue, outcomes.count(OK))  # the next message of a group is free
+        deleted = outcomes.count(OK)  # "gone" too: a delete repeated counts again
+        self.counted(queue, DELETED, deleted)
+        if queue.fifo and deleted:
+            self.on_ready(queue, deleted)  # the next message of a group is free
         return outcomes
+
+    async def drop_unreceived(self, queue: QueueRecord, messages: list[StoredMessage],
+                              by: str) -> list[str]:
+        """Delete messages that no receipt can name (never received since they arrived in
+        this queue: fresh ones, dead letters since they landed), for the console's delete;
+        not an SQS action, so no client reaches it. One received meanwhile is left to its
+        receiver. The ids of those deleted, each logged with `by` (who asked)."""
+        gone = set(await self.store.drop(queue, [m.seq for m in messages]))
+        dropped = [m.message_id for m in messages if m.seq in gone]
+        self.counted(queue, DELETED, len(dropped))
+        for message_id in dropped:
+            self.log.info("deleted unreceived message %s of %s for %s", message_id, queue.name,
+                          by, extra={"message_id": message_id, "queue": queue.name,
+                                     "access_key": by})
+        return dropped
 
     async def delete_message_batch(self, ctx: RequestContext, req: Request) -> dict[str, Any]:
         queue = await self.queue(ctx, req["QueueUrl"])
