@@ -3,6 +3,7 @@
 from conveyor.client.client import (
     CallObserver,
     SQSClient,
+    check_http_url,
     endpoint_from_queue_url,
     queue_name_from_url,
     resolve_region,
@@ -12,5 +13,6 @@ from conveyor.client.messages import BatchFailure, BatchResult, Message
 
 __all__ = [
     "BatchFailure", "BatchResult", "CallObserver", "Message", "SQSClient", "SQSError",
-    "SQSTransportError", "endpoint_from_queue_url", "queue_name_from_url", "resolve_region",
+    "SQSTransportError", "check_http_url", "endpoint_from_queue_url", "queue_name_from_url",
+    "resolve_region",
 ]

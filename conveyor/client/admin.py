@@ -2,7 +2,8 @@
 
 Plain SQS calls through the project's client, so they work against `conveyor server`,
 Amazon SQS or any SQS-compatible endpoint, without the AWS CLI. A queue is named by
-its name or its URL. `--json` prints what a script would rather parse.
+its name or its URL; a URL is sent to its own host unless --endpoint-url (or
+CONVEYOR_ENDPOINT_URL) says otherwise. `--json` prints what a script would rather parse.
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ from functools import wraps
 from typing import Any, TypeVar
 
 import click
+from click.core import ParameterSource
 
-from conveyor.client.client import SQSClient
+from conveyor._click import HTTP_URL
+from conveyor.client.client import SQSClient, endpoint_from_queue_url
 from conveyor.client.errors import SQSError, SQSTransportError
 
 DEFAULT_ENDPOINT = "http://127.0.0.1:9324"
@@ -30,11 +33,20 @@ T = TypeVar("T")
 class Target:
     """The endpoint the commands talk to; one client per command."""
 
-    def __init__(self, endpoint_url: str, region: str | None) -> None:
+    def __init__(self, endpoint_url: str, region: str | None, explicit: bool = True) -> None:
         self.endpoint_url = endpoint_url
         self.region = region
+        self.explicit = explicit  # given by flag or variable, not the default
 
-    def run(self, work: Callable[[SQSClient], Awaitable[T]]) -> T:
+    def run(self, work: Callable[[SQSClient], Awaitable[T]], queue: str | None = None) -> T:
+        """Run `work` with a client; a `queue` given by URL picks the endpoint, unless one
+        was given explicitly (as the AWS CLI sends to --endpoint-url whatever the URL)."""
+        if queue is not None and not self.explicit and queue.startswith(("http://", "https://")):
+            try:
+                self.endpoint_url = endpoint_from_queue_url(queue)
+            except ValueError as exc:
+                raise click.ClickException(str(exc)) from None
+
         async def main() -> T:
             async with SQSClient(self.endpoint_url, region=self.region) as sqs:
                 return await work(sqs)
@@ -53,12 +65,14 @@ def _target(command: Callable[..., None]) -> Callable[..., None]:
     """Give a command --endpoint-url and --region, and call it with the Target they name."""
     @wraps(command)
     def with_target(*args: Any, endpoint_url: str, region: str | None, **kwargs: Any) -> None:
-        command(Target(endpoint_url, region), *args, **kwargs)
+        source = click.get_current_context().get_parameter_source("endpoint_url")
+        explicit = source not in (None, ParameterSource.DEFAULT)
+        command(Target(endpoint_url, region, explicit), *args, **kwargs)
 
     with_target = click.option(
         "--region", envvar="AWS_REGION",
         help="Region to sign for (default: AWS_DEFAULT_REGION, else us-east-1).")(with_target)
-    return click.option("--endpoint-url", envvar="CONVEYOR_ENDPOINT_URL",
+    return click.option("--endpoint-url", envvar="CONVEYOR_ENDPOINT_URL", type=HTTP_URL,
                         default=DEFAULT_ENDPOINT, show_default=True,
                         help="The SQS endpoint (also CONVEYOR_ENDPOINT_URL).")(with_target)
 
@@ -170,7 +184,7 @@ def create_queue(target: Target, name: str, attributes: tuple[str, ...], tags: t
                 "maxReceiveCount": max_receive_count})
         return await sqs.create_queue(name, attrs, _pairs(tags, "--tag"))
 
-    click.echo(target.run(work))
+    click.echo(target.run(work, queue=dead_letter))
 
 
 @queue_group.command("show")
@@ -184,7 +198,7 @@ def show_queue(target: Target, queue: str, as_json: bool) -> None:
         tags = (await sqs.call("ListQueueTags", {"QueueUrl": url})).get("Tags", {})
         return url, await sqs.get_queue_attributes(url), tags
 
-    url, attrs, tags = target.run(work)
+    url, attrs, tags = target.run(work, queue=queue)
     if as_json:
         _print_json({"QueueUrl": url, "Attributes": attrs, "Tags": tags})
         return
@@ -200,7 +214,7 @@ def purge_queue(target: Target, queue: str) -> None:
     async def work(sqs: SQSClient) -> None:
         await sqs.call("PurgeQueue", {"QueueUrl": await queue_url(sqs, queue)})
 
-    target.run(work)
+    target.run(work, queue=queue)
     click.echo(f"purged {queue}")
 
 
@@ -216,7 +230,7 @@ def delete_queue(target: Target, queue: str, yes: bool) -> None:
     async def work(sqs: SQSClient) -> None:
         await sqs.delete_queue(await queue_url(sqs, queue))
 
-    target.run(work)
+    target.run(work, queue=queue)
     click.echo(f"deleted {queue}")
 
 
@@ -244,7 +258,7 @@ def redrive(target: Target, dead_letter_queue: str, destination: str | None, rat
         return await _follow(sqs, source_arn)
 
     try:
-        task = target.run(work)
+        task = target.run(work, queue=dead_letter_queue)
     except KeyboardInterrupt:
         click.echo("\nstopped watching; the move task goes on "
                    "(conveyor queue redrive --help, or ListMessageMoveTasks)")
@@ -304,7 +318,7 @@ def send(target: Target, queue: str, body: str | None, delay: int | None, group_
                                       attributes=message_attributes, group_id=group_id,
                                       deduplication_id=dedup_id)
 
-    click.echo(target.run(work))
+    click.echo(target.run(work, queue=queue))
 
 
 @message_group.command("receive")
@@ -332,7 +346,7 @@ def receive(target: Target, queue: str, max_messages: int, wait: int, delete: bo
         return messages
 
     started = time.monotonic()
-    messages = target.run(work)
+    messages = target.run(work, queue=queue)
     for m in messages:
         if as_json:
             click.echo(json.dumps({"MessageId": m.message_id, "ReceiptHandle": m.receipt_handle,

@@ -34,12 +34,41 @@ SQS_TARGET_PREFIX = "AmazonSQS."
 _LONG_POLL_MARGIN_S = 10.0
 
 
-def endpoint_from_queue_url(queue_url: str) -> str:
-    """The endpoint (scheme://host[:port]) a queue URL belongs to."""
-    parts = urlsplit(queue_url)
-    if not parts.scheme or not parts.netloc:
-        msg = f"not a queue URL: {queue_url!r}"
+def check_http_url(url: str) -> str:
+    """`url` when it is an http(s) URL with a host and, if any, a port in 1-65535; else
+    ValueError with a one-line reason (an endpoint that cannot work should be refused
+    where it is given, not fail later deep inside signing or connecting)."""
+    example = "e.g. http://127.0.0.1:9324"
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:  # an unclosed IPv6 bracket
+        msg = f"{url!r} is not a valid URL ({exc}; {example})"
+        raise ValueError(msg) from None
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        msg = f"{url!r} is not an http(s) URL ({example})"
         raise ValueError(msg)
+    if not parts.hostname:
+        msg = f"{url!r} has no host name ({example})"
+        raise ValueError(msg)
+    try:
+        port = parts.port
+    except ValueError:  # not a number, or over 65535
+        port = -1
+    if port is not None and not 1 <= port <= 65535:
+        shown = parts.netloc.rpartition(":")[2]
+        msg = f"{url!r}: port {shown!r} is not a port number (1-65535)"
+        raise ValueError(msg)
+    return url
+
+
+def endpoint_from_queue_url(queue_url: str) -> str:
+    """The endpoint (scheme://host[:port]) a queue URL belongs to; ValueError if it has none."""
+    try:
+        check_http_url(queue_url)
+    except ValueError as exc:
+        msg = f"not a queue URL: {exc}"
+        raise ValueError(msg) from None
+    parts = urlsplit(queue_url)
     return f"{parts.scheme}://{parts.netloc}"
 
 
@@ -72,7 +101,7 @@ class SQSClient:
                  access_key: str | None = None, secret_key: str | None = None,
                  session_token: str | None = None, timeout_s: float = 30.0,
                  max_connections: int = 32, observer: CallObserver | None = None) -> None:
-        self.endpoint_url = endpoint_url.rstrip("/")
+        self.endpoint_url = check_http_url(endpoint_url).rstrip("/")
         self.region = resolve_region(region, self.endpoint_url)
         credentials = resolve_credentials(access_key, secret_key, session_token, self.endpoint_url)
         self._signer = Signer(credentials, self.region)

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from conveyor import logs
+from conveyor._click import HTTP_URL
 from conveyor.cron.cronfile import CronFileError, Task, load_cron_file
 from conveyor.cron.jobs import iso
 
@@ -48,6 +49,7 @@ def list_command(cron_file: Path, count: int, after: str | None) -> None:
 
 @cron_group.command("run")
 @click.option("--worker-queue-url", required=True, envvar="CONVEYOR_WORKER_QUEUE_URL",
+              type=HTTP_URL,
               help="The worker queue the runs are enqueued to.")
 @click.option("--cron", "cron_file", default="cron.yaml", show_default=True,
               envvar="CONVEYOR_CRON", help="cron.yaml, reloaded when it changes.")
@@ -57,13 +59,16 @@ def list_command(cron_file: Path, count: int, after: str | None) -> None:
               show_default=True, envvar="CONVEYOR_CRON_GRACE_PERIOD")
 @click.option("--cron-lease-ttl", type=click.FloatRange(0.2, 600), default=10.0,
               show_default=True, envvar="CONVEYOR_CRON_LEASE_TTL")
-@click.option("--endpoint-url", envvar="CONVEYOR_ENDPOINT_URL",
+@click.option("--cron-signing-key", default="", envvar="CONVEYOR_CRON_SIGNING_KEY",
+              metavar="SECRET", help="Sign each scheduled-job message; the worker daemons "
+              "of the queue need the same CronSigningKey.")
+@click.option("--endpoint-url", envvar="CONVEYOR_ENDPOINT_URL", type=HTTP_URL,
               help="SQS endpoint (default: the queue URL's).")
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False))
 def run_command(worker_queue_url: str, cron_file: str, cron_lease: str,
-                cron_grace_period: int, cron_lease_ttl: float, endpoint_url: str | None,
-                log_level: str) -> None:
+                cron_grace_period: int, cron_lease_ttl: float, cron_signing_key: str,
+                endpoint_url: str | None, log_level: str) -> None:
     """Run only the scheduler: campaign for the queue's cron lease and enqueue due runs.
 
     For deployments whose workers run without periodic tasks; `conveyor worker` runs the
@@ -75,7 +80,7 @@ def run_command(worker_queue_url: str, cron_file: str, cron_lease: str,
     logs.setup(log_level)
     run_loop(lambda: run_scheduler(worker_queue_url, cron_file=cron_file, lease_spec=cron_lease,
                                    grace_s=cron_grace_period, ttl_s=cron_lease_ttl,
-                                   endpoint_url=endpoint_url))
+                                   endpoint_url=endpoint_url, signing_key=cron_signing_key))
 
 
 def register(main: click.Group) -> None:

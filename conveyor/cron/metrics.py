@@ -9,7 +9,8 @@ LATE_AFTER_S = 60.0
 
 
 class CronMetrics:
-    """Leadership, enqueued / late / skipped / re-sent runs, duplicates dropped on receipt."""
+    """Leadership, enqueued / late / skipped / re-sent runs, duplicates and forgeries dropped
+    on receipt."""
 
     def __init__(self, queue: str, registry: CollectorRegistry | None = None) -> None:
         self.queue = queue
@@ -37,6 +38,10 @@ class CronMetrics:
         self._duplicates = Counter("conveyor_worker_cron_duplicates_dropped",
                                    "Scheduled jobs received for a run already taken by another "
                                    "message: deleted unposted.", qt, registry=reg)
+        self._rejected = Counter("conveyor_worker_cron_jobs_rejected",
+                                 "Scheduled-job messages that were not genuine (unsigned, bad "
+                                 "signature, a time the task's schedule does not fire...): "
+                                 "deleted unposted.", ("queue", "reason"), registry=reg)
         self._file_errors = Counter("conveyor_worker_cron_file_errors",
                                     "cron.yaml loads that failed (the last good one was kept).",
                                     q, registry=reg)
@@ -66,6 +71,10 @@ class CronMetrics:
     def duplicate(self, task: str) -> None:
         """Count a duplicate dropped on receipt."""
         self._duplicates.labels(self.queue, task).inc()
+
+    def rejected(self, reason: str) -> None:
+        """Count a scheduled job dropped as not genuine (no task label: a forger names it)."""
+        self._rejected.labels(self.queue, reason).inc()
 
     def file_error(self, _message: str = "") -> None:
         """Count a failed cron.yaml load."""

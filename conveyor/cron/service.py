@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import socket
@@ -15,7 +16,8 @@ from prometheus_client import CollectorRegistry
 from conveyor.client import Message, SQSClient, queue_name_from_url
 from conveyor.cron.clock import CronClock
 from conveyor.cron.cronfile import CronFileError, load_cron_file
-from conveyor.cron.jobs import ScheduledJob
+from conveyor.cron.guard import CLOCK_SKEW_S, JobGuard
+from conveyor.cron.jobs import ScheduledJob, send_runs
 from conveyor.cron.leader import Scheduler
 from conveyor.cron.leases import LeaseBackend, LeaseSpecError, open_leases, parse_lease_spec
 from conveyor.cron.ledger import LedgerBusy, RunLedger
@@ -70,7 +72,8 @@ class CronService:
     def __init__(self, queue_name: str, *, cron_file: str = "cron.yaml",
                  lease_spec: str = "server", grace_s: float = 300.0, ttl_s: float = 10.0,
                  registry: CollectorRegistry | None = None, clock: CronClock | None = None,
-                 run_scheduler: bool = True) -> None:
+                 run_scheduler: bool = True, signing_key: str = "",
+                 retention_s: float = 1_209_600) -> None:
         self.queue_name = queue_name
         self.metrics = CronMetrics(queue_name, registry)
         self.source = CronSource(Path(cron_file) if cron_file else None,
@@ -83,6 +86,12 @@ class CronService:
         self._ttl_s = ttl_s
         self._clock = clock or CronClock.from_env()
         self._run_scheduler = run_scheduler and bool(cron_file)
+        self._signing_key = signing_key
+        # No genuine message is older: sent within the grace period of its time (cron
+        # time), expired RetentionPeriod (real time) after it was sent.
+        max_age_s = grace_s + retention_s * self._clock.speed + CLOCK_SKEW_S
+        self.guard = JobGuard(queue_name, self.source.refresh, clock=self._clock,
+                              signing_key=signing_key, max_age_s=max_age_s)
         self._leases: LeaseBackend | None = None
         self._ledger: RunLedger | None = None
         self._stopping = asyncio.Event()
@@ -94,7 +103,8 @@ class CronService:
         """Build from a WorkerConfig (its cron_* fields)."""
         return cls(queue_name, cron_file=config.cron_file, lease_spec=config.cron_lease,
                    grace_s=config.cron_grace_period, ttl_s=config.cron_lease_ttl,
-                   registry=registry)
+                   registry=registry, signing_key=config.cron_signing_key,
+                   retention_s=config.retention_period)
 
     async def start(self, sqs: SQSClient, queue_url: str) -> None:
         """Open the lease backend and start campaigning (when a cron file is configured)."""
@@ -106,7 +116,8 @@ class CronService:
             leases=self._leases, sqs=sqs, queue_url=queue_url, queue_name=self.queue_name,
             lease_name=self.lease_name, holder=self.holder, source=self.source,
             clock=self._clock, metrics=self.metrics, ttl_s=self._ttl_s, grace_s=self._grace_s,
-            fifo=self.queue_name.endswith(".fifo"))
+            fifo=self.queue_name.endswith(".fifo"),
+            sender=functools.partial(send_runs, signing_key=self._signing_key))
         self._task = asyncio.create_task(self.scheduler.run(self._stopping), name="cron")
 
     async def stop(self) -> None:
@@ -122,10 +133,22 @@ class CronService:
             await self._leases.close()
 
     async def admit(self, message: Message) -> bool:
-        """False for a scheduled job whose run another message already carries (delete it
-        unposted); True otherwise. Raises LedgerBusy when the ledger cannot be reached."""
+        """False for a scheduled job that is not genuine (guard.py) or whose run another
+        message already carries (delete it unposted); True otherwise. Raises LedgerBusy
+        when the ledger cannot be reached."""
         job = ScheduledJob.from_message(message)
-        if job is None or self._ledger is None:
+        if job is None:
+            return True
+        reason = self.guard.reject_reason(job, message.body)
+        if reason is not None:
+            self.metrics.rejected(reason)
+            log.warning("scheduled job rejected, deleted unposted: queue=%s message=%s "
+                        "reason=%s task=%r scheduled=%r path=%r", self.queue_name,
+                        message.message_id, reason, job.task, job.scheduled_at, job.path,
+                        extra={"queue": self.queue_name, "message_id": message.message_id,
+                               "outcome": "rejected", "reason": reason})
+            return False
+        if self._ledger is None:
             return True
         if await self._ledger.admit(job.task, job.scheduled_at, message.message_id):
             return True

@@ -13,11 +13,12 @@ log = logging.getLogger(__name__)
 
 
 async def run_scheduler(queue_url: str, *, cron_file: str, lease_spec: str, grace_s: float,
-                        ttl_s: float, endpoint_url: str | None = None) -> None:
+                        ttl_s: float, endpoint_url: str | None = None,
+                        signing_key: str = "") -> None:
     """Campaign and enqueue until SIGTERM / SIGINT, then release the lease."""
     queue_name = queue_name_from_url(queue_url)
     service = CronService(queue_name, cron_file=cron_file, lease_spec=lease_spec,
-                          grace_s=grace_s, ttl_s=ttl_s)
+                          grace_s=grace_s, ttl_s=ttl_s, signing_key=signing_key)
     stopped = asyncio.Event()
     install_signal_handlers(stopped.set)
     async with SQSClient(endpoint_url or endpoint_from_queue_url(queue_url)) as sqs:

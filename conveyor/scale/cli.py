@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from conveyor import logs
+from conveyor._click import HTTP_URL
 from conveyor.scale.policy import (
     BacklogPolicy,
     BacklogSettings,
@@ -21,6 +22,7 @@ from conveyor.scale.policy import (
     StaticPolicy,
     parse_bounds,
 )
+from conveyor.scale.status import DEFAULT_STATUS_PORT, DEFAULT_STATUS_URL
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +46,8 @@ def scale_group() -> None:
 
 
 @scale_group.command("run")
-@click.option("--queue-url", required=True, help="The worker queue to watch.")
-@click.option("--app-url", default="http://localhost:80", show_default=True,
+@click.option("--queue-url", required=True, type=HTTP_URL, help="The worker queue to watch.")
+@click.option("--app-url", default="http://localhost:80", show_default=True, type=HTTP_URL,
               help="AppURL of the local workers (local actuator).")
 @click.option("--workers", "bounds", default="0:4", show_default=True, callback=_bounds,
               metavar="MIN:MAX", help="Fleet bounds; MIN may be 0.")
@@ -76,7 +78,7 @@ def scale_group() -> None:
               "are protected on scale-in (kubernetes actuator).")
 @click.option("--log-dir", type=click.Path(file_okay=False, path_type=Path),
               default=Path("conveyor-data/workers"), show_default=True)
-@click.option("--status-port", type=int, default=9330, show_default=True,
+@click.option("--status-port", type=int, default=DEFAULT_STATUS_PORT, show_default=True,
               help="Port of /metrics and /status (0 = off).")
 @click.option("--status-host", default="127.0.0.1", show_default=True)
 @click.option("--log-level", default="info", show_default=True,
@@ -118,7 +120,7 @@ def build_policy(name: str, bounds: tuple[int, int], options: dict[str, Any]) ->
 
 
 @scale_group.command("status")
-@click.option("--url", default="http://127.0.0.1:9330", show_default=True,
+@click.option("--url", default=DEFAULT_STATUS_URL, show_default=True, type=HTTP_URL,
               help="The scaler's status address (conveyor scale run --status-port).")
 @click.option("--json", "as_json", is_flag=True, help="Print the raw JSON.")
 def status_command(url: str, as_json: bool) -> None:

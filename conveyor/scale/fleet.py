@@ -4,16 +4,18 @@ runs in place of its single in-process worker, and what `conveyor scale run` run
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import socket
 from collections.abc import Callable
 from pathlib import Path
 
 from conveyor.client import SQSClient, endpoint_from_queue_url
 from conveyor.scale.actuator import Actuator
-from conveyor.scale.local import LocalActuator
+from conveyor.scale.local import LocalActuator, free_port
 from conveyor.scale.policy import BacklogPolicy, BacklogSettings, Policy, parse_bounds
 from conveyor.scale.scaler import Scaler
-from conveyor.scale.status import scale_status_server
+from conveyor.scale.status import DEFAULT_STATUS_PORT, scale_status_server
 from conveyor.worker.config import WorkerConfig
 from conveyor.worker.options import OPTIONS
 
@@ -21,15 +23,19 @@ log = logging.getLogger(__name__)
 
 # The actuator gives each worker its own status port; the queue exists already.
 _FLEET_OWNS = {"StatusPort", "StatusHost", "CreateQueue"}
+# Passed in the environment, not as flags: a command line is visible to every local user.
+_SECRETS = {"SigningSecret", "CronSigningKey"}
 
 
 def worker_args(config: WorkerConfig) -> list[str]:
     """The `conveyor worker` flags that reproduce `config` (options left at default are
-    left out, so the workers' own CONVEYOR_* environment still applies to them)."""
+    left out, so the workers' own CONVEYOR_* environment still applies to them), secrets
+    aside (worker_env)."""
     args = ["--no-create-queue"]
     for option in OPTIONS:
         value = getattr(config, option.field)
-        if option.name in _FLEET_OWNS or value == option.default or value in ("", None):
+        if (option.name in _FLEET_OWNS or option.name in _SECRETS or value == option.default
+                or value in ("", None)):
             continue
         if option.kind is bool:
             name = option.flag[2:]
@@ -37,6 +43,12 @@ def worker_args(config: WorkerConfig) -> list[str]:
         else:
             args += [option.flag, str(value)]
     return args
+
+
+def worker_env(config: WorkerConfig) -> dict[str, str]:
+    """The CONVEYOR_* variables that carry `config`'s secrets to the workers."""
+    return {option.env: getattr(config, option.field) for option in OPTIONS
+            if option.name in _SECRETS and getattr(config, option.field)}
 
 
 class AutoscaledFleet:
@@ -47,13 +59,19 @@ class AutoscaledFleet:
                  status_host: str = "127.0.0.1", actuator: Actuator | None = None) -> None:
         self.config = config
         self.policy = policy
-        self.actuator = actuator or LocalActuator(worker_args(config), log_dir)
+        self.actuator = actuator or LocalActuator(worker_args(config), log_dir,
+                                                  env=worker_env(config))
         self.interval_s = interval_s
         self.status_port = status_port
         self.status_host = status_host
         self.ready = asyncio.Event()
         self.scaler: Scaler | None = None
         self._stop_requested = False
+
+    @property
+    def status_url(self) -> str | None:
+        """Where `conveyor scale status --url` finds this scaler (None without a port)."""
+        return f"http://{self.status_host}:{self.status_port}" if self.status_port else None
 
     def stop(self) -> None:
         """Stop scaling; `run()` then drains every worker."""
@@ -96,6 +114,15 @@ def default_policy(config: WorkerConfig, bounds: tuple[int, int], *,
         scale_in_cooldown_s=30.0, scale_in_stabilization_s=60.0))
 
 
+def _status_port(config: WorkerConfig) -> int:
+    """The port `conveyor scale status` looks at by default, or a free one if it is taken
+    (StatusPort, `--status-port`, chooses one instead)."""
+    with contextlib.suppress(OSError), socket.socket() as sock:
+        sock.bind((config.status_host, DEFAULT_STATUS_PORT))
+        return DEFAULT_STATUS_PORT
+    return free_port(config.status_host)
+
+
 def up_scaling(bounds_text: str, latency_s: float,
                data_dir: Path) -> Callable[[WorkerConfig], AutoscaledFleet]:
     """For `conveyor up --autoscale MIN:MAX`: parse the bounds now (ValueError if bad) and
@@ -105,7 +132,7 @@ def up_scaling(bounds_text: str, latency_s: float,
     def make(config: WorkerConfig) -> AutoscaledFleet:
         policy = default_policy(config, bounds, latency_s=latency_s)
         return AutoscaledFleet(config, policy, log_dir=data_dir / "workers",
-                               status_port=config.status_port,
+                               status_port=config.status_port or _status_port(config),
                                status_host=config.status_host)
 
     return make

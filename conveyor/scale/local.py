@@ -13,11 +13,9 @@ import asyncio
 import contextlib
 import itertools
 import logging
-import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -25,6 +23,7 @@ from pathlib import Path
 
 import aiohttp
 
+from conveyor._child import conveyor_command, conveyor_env
 from conveyor.scale.actuator import ScaleResult
 from conveyor.scale.observe import worker_health
 from conveyor.scale.protection import WorkerView, choose_to_stop
@@ -54,7 +53,7 @@ class LocalWorker:
 
 @dataclass(slots=True)
 class LocalActuator:
-    """Starts and drains `python -m conveyor worker` processes with `worker_args`."""
+    """Starts and drains `conveyor worker` processes (conveyor._child) with `worker_args`."""
 
     worker_args: Sequence[str]
     log_dir: Path
@@ -105,13 +104,13 @@ class LocalActuator:
             port = free_port(self.host)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log_path = self.log_dir / f"worker-{worker_id}.log"
-        cmd = [sys.executable, "-m", "conveyor", "worker", "--status-port", str(port),
-               "--status-host", self.host, *self.worker_args]
+        cmd = conveyor_command("worker", "--status-port", str(port), "--status-host", self.host,
+                               *self.worker_args)
         with open(log_path, "ab") as out:
             # Own session: a terminal's Ctrl-C reaches the scaler, which drains the fleet.
             proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, start_new_session=True,
-                                    env={**os.environ, **(self.env or {})})
+                                    env=conveyor_env(self.env))
         self.workers[worker_id] = LocalWorker(worker_id, proc, f"http://{self.host}:{port}",
                                               log_path, time.monotonic())
         log.info("worker started: worker=%s pid=%d status=%s", worker_id, proc.pid,

@@ -5,6 +5,10 @@ from __future__ import annotations
 from conveyor.scale.scaler import Scaler
 from conveyor.worker.status import StatusServer
 
+# Where `conveyor scale run` serves /status and `conveyor scale status` looks by default.
+DEFAULT_STATUS_PORT = 9330
+DEFAULT_STATUS_URL = f"http://127.0.0.1:{DEFAULT_STATUS_PORT}"
+
 
 def scale_status_server(scaler: Scaler, host: str, port: int) -> StatusServer:
     """The worker's status site over one Scaler, with its last decision on /status."""

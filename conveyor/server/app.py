@@ -26,6 +26,7 @@ from conveyor.server.metrics import CONTENT_TYPE_LATEST, ServerMetrics
 from conveyor.server.waiters import Waiters
 from conveyor.service import ReceivePlan, RequestContext, Service, leases, workers
 from conveyor.service.base import queue_name_from
+from conveyor.service.messages import apply_trace_header
 from conveyor.service.validate import plain_name
 from conveyor.sqs import jsonproto, queryproto
 from conveyor.sqs.errors import InternalError, RequestTooLarge, ServiceUnavailable, SqsError
@@ -40,6 +41,8 @@ EXTENSIONS = {leases.TARGET_PREFIX: frozenset(leases.ACTIONS),
 EXPIRE_EVERY_S = 5.0
 MOVE_EVERY_S = 0.2
 SKEW_EVERY_S = 10.0
+SAMPLE_EVERY_S = 60.0  # the console's charts hold a point a minute
+SAMPLED_QUEUES = 200  # the most recently active queues whose oldest message is sampled
 
 
 @dataclass
@@ -53,11 +56,24 @@ class ServerSettings:
     console_session_s: int = console.auth.DEFAULT_SESSION_S
 
 
+def _protocol(req: Request) -> str:
+    """"json" (X-Amz-Target), or the Query protocol answered in XML ("query") or, when the
+    client accepts only JSON, in JSON ("query-json": AWS does so, LocalStack's validated
+    test_get_queue_attributes_json_format)."""
+    if "x-amz-target" in req.headers:
+        return "json"
+    return "query-json" if req.headers.get("accept") == "application/json" else "query"
+
+
+_CONTENT_TYPES = {"json": jsonproto.CONTENT_TYPE, "query": queryproto.CONTENT_TYPE,
+                  "query-json": queryproto.JSON_CONTENT_TYPE}
+
+
 @dataclass(slots=True)
 class Call:
     """One decoded API request."""
 
-    protocol: str  # "json" or "query"
+    protocol: str  # "json", "query" or "query-json"
     action: str
     request: dict[str, Any]
     request_id: str
@@ -67,7 +83,7 @@ class App:
     def __init__(self, service: Service, settings: ServerSettings) -> None:
         self.service = service
         self.settings = settings
-        self.metrics = ServerMetrics(service.store_figures)
+        self.metrics = ServerMetrics(service.store_figures, service.activity.totals)
         self.waiters = Waiters()
         self.service.wakeups = self.waiters  # sends, releases and other nodes wake long polls
         self._tasks: list[asyncio.Task[None]] = []
@@ -83,7 +99,8 @@ class App:
     def start(self) -> None:
         self._tasks = [asyncio.create_task(self._every(EXPIRE_EVERY_S, self._expire)),
                        asyncio.create_task(self._every(MOVE_EVERY_S, self._move)),
-                       asyncio.create_task(self._every(SKEW_EVERY_S, self._follow_skew))]
+                       asyncio.create_task(self._every(SKEW_EVERY_S, self._follow_skew)),
+                       asyncio.create_task(self._every(SAMPLE_EVERY_S, self._sample))]
 
     def stop(self) -> None:
         """Stop sweeping; answer parked long polls now (empty) so clients move on."""
@@ -101,6 +118,9 @@ class App:
                 pass
             except Exception:  # a supervisor loop: log and carry on
                 log.exception("background job %s failed", job.__name__)
+
+    async def _sample(self) -> None:
+        await self.service.sample_oldest_ages(SAMPLED_QUEUES)
 
     async def _follow_skew(self) -> None:
         self.service.follow_store_clock()
@@ -128,7 +148,7 @@ class App:
         if req.path == "/_conveyor/clock" and req.method == "POST" and self.settings.dev_clock:
             return self._advance_clock(req)
         started = time.perf_counter()
-        protocol = "json" if "x-amz-target" in req.headers else "query"
+        protocol = _protocol(req)
         request_id = self._request_id()
         action = "Unknown"
         try:
@@ -163,7 +183,7 @@ class App:
             status, extra, payload = self._encode_error(protocol, InternalError(), request_id)
             outcome = "InternalFailure"
         self.metrics.requests.observe(action, outcome, time.perf_counter() - started)
-        content_type = jsonproto.CONTENT_TYPE if protocol == "json" else queryproto.CONTENT_TYPE
+        content_type = _CONTENT_TYPES[protocol]
         return Response(status, payload, content_type,
                         [(b"x-amzn-requestid", request_id.encode()), *extra])
 
@@ -211,6 +231,9 @@ class App:
 
     async def _dispatch(self, ctx: RequestContext, call: Call,
                         req: Request) -> dict[str, Any] | None:
+        trace = req.headers.get("x-amzn-trace-id")
+        if trace:
+            apply_trace_header(call.action, call.request, trace)
         if call.action != "ReceiveMessage":
             return await self.service.action(call.action)(ctx, call.request)
         plan = await self.service.plan_receive(ctx, call.request)
@@ -241,13 +264,15 @@ class App:
     def _encode(self, call: Call, result: dict[str, Any]) -> bytes:
         if call.protocol == "json":
             return jsonproto.encode(result)
+        if call.protocol == "query-json":
+            return queryproto.encode_json(call.action, result, call.request_id)
         return queryproto.encode(call.action, result, call.request_id)
 
     def _encode_error(self, protocol: str, error: SqsError,
                       request_id: str) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
         if protocol == "json":
             return jsonproto.encode_error(error)
-        return queryproto.encode_error(error, request_id)
+        return queryproto.encode_error(error, request_id, as_json=protocol == "query-json")
 
     # --- operator endpoints -----------------------------------------------------------------
 

@@ -65,11 +65,15 @@ FD_RESERVE = 64
 @click.option("--region", envvar="CONVEYOR_REGION",
               help="Region for unsigned requests  [default: us-east-1]")
 @click.option("--access-key", "access_keys", multiple=True, metavar="KEY:SECRET",
+              envvar="CONVEYOR_ACCESS_KEY",
               help="Accept SigV4 requests signed with this key, with full access "
-              "(repeatable; keys limited to actions and queues go in the config file). "
+              "(repeatable; CONVEYOR_ACCESS_KEY takes several, space-separated; keys "
+              "limited to actions and queues go in the config file). "
               "Without any, requests are not authenticated.")
-@click.option("--allow-open", is_flag=True, default=None,
-              help="Listen on a non-loopback address without access keys.")
+# Both also as variables: a CI system's service container gets environment, not arguments.
+@click.option("--allow-open", is_flag=True, default=None, envvar="CONVEYOR_ALLOW_OPEN",
+              help="Listen on a non-loopback address without access keys (also "
+              "CONVEYOR_ALLOW_OPEN=true).")
 @click.option("--metrics-token", envvar="CONVEYOR_METRICS_TOKEN", metavar="TOKEN",
               help="GET /metrics then needs `Authorization: Bearer TOKEN`.")
 @click.option("--metrics-port", type=int, envvar="CONVEYOR_METRICS_PORT",

@@ -44,15 +44,101 @@ def defaults(limits: Limits, fifo: bool) -> dict[str, str]:
     return values
 
 
-def check(name: str, value: str, limits: Limits, fifo: bool) -> str:
-    """Validate one settable attribute; return its normalized value."""
-    if name not in SETTABLE or (name in FIFO_ONLY and not fifo and name != "FifoQueue"):
+def fifo_at_creation(given: dict[str, str]) -> bool:
+    """Whether CreateQueue's attributes make a FIFO queue. `FifoQueue` may only be `true`:
+    `false` is "Unknown Attribute FifoQueue." (SQS's answer to CloudFormation's
+    `FifoQueue: false`, quoted in aws/aws-cdk#31922, 2024)."""
+    value = given.get("FifoQueue")
+    if value is None:
+        return False
+    if value.lower() == "true":
+        return True
+    if value.lower() == "false":
+        raise InvalidAttributeName("Unknown Attribute FifoQueue.")
+    raise InvalidAttributeValue("Invalid value for the parameter FifoQueue.")
+
+
+def check(name: str, value: str, limits: Limits, fifo: bool, existing: bool = False) -> str:
+    """Validate one settable attribute (of a queue being created, or `existing`); return
+    its normalized value."""
+    if name == "FifoQueue" and existing:
+        return _check_fifo_change(value, fifo)
+    if name not in SETTABLE or (name in FIFO_ONLY and not fifo):
         raise InvalidAttributeName(f"Unknown Attribute {name}.")
     checker = _CHECKS.get(name)
     normalized = checker(value, limits) if checker else value
     if normalized is None or not valid_chars(value):
         raise InvalidAttributeValue(f"Invalid value for the parameter {name}.")
     return normalized
+
+
+def _check_fifo_change(value: str, fifo: bool) -> str:
+    """SetQueueAttributes' FifoQueue, as AWS answers it (LocalStack's recording of AWS,
+    test_set_unsupported_attribute_fifo, 14-11-2023): unknown on a standard queue, `true`
+    accepted (and nothing changes) on a FIFO queue, anything else refused."""
+    if not fifo:
+        raise InvalidAttributeName("Unknown Attribute FifoQueue.")
+    if value.lower() != "true":
+        raise InvalidAttributeValue("Invalid value for the parameter FifoQueue. Reason: "
+                                    "Modifying queue type is not supported.")
+    return "true"
+
+
+def check_encryption(values: dict[str, str]) -> None:
+    """SSE-KMS and SSE-SQS together are refused (LocalStack's recording of AWS,
+    test_sse_kms_and_sqs_are_mutually_exclusive: InvalidAttributeName)."""
+    if values.get("KmsMasterKeyId") and values.get("SqsManagedSseEnabled") == "true":
+        raise InvalidAttributeName("You can use one type of server-side encryption (SSE) at "
+                                   "one time. You can either enable KMS SSE or SQS SSE.")
+
+
+def apply(current: dict[str, str], changes: dict[str, str]) -> dict[str, str]:
+    """`current` with checked `changes` applied: an empty optional attribute is removed,
+    and the encryption attributes follow each other.
+
+    A KMS key turns SSE-SQS off and reads with the default data-key reuse period (300 s)
+    unless one was given; SSE-SQS turned on drops the KMS key; removing the KMS key drops
+    its reuse period. A queue without a KMS key reads no KmsDataKeyReusePeriodSeconds
+    (LocalStack's recording of AWS, test_sse_queue_attributes: asked for all three, an
+    SSE-SQS queue reads only SqsManagedSseEnabled)."""
+    values = dict(current)
+    for key, value in changes.items():
+        if value == "" and key in OPTIONAL:
+            values.pop(key, None)
+        else:
+            values[key] = value
+    if changes.get("KmsMasterKeyId"):
+        values["SqsManagedSseEnabled"] = changes.get("SqsManagedSseEnabled", "false")
+        values.setdefault("KmsDataKeyReusePeriodSeconds", KMS_REUSE_DEFAULT_S)
+    elif changes.get("SqsManagedSseEnabled") == "true" or changes.get("KmsMasterKeyId") == "":
+        values.pop("KmsMasterKeyId", None)
+        values.pop("KmsDataKeyReusePeriodSeconds", None)
+    return values
+
+
+KMS_REUSE_DEFAULT_S = "300"  # the API reference's default for KmsDataKeyReusePeriodSeconds
+_JSON_VALUED = ("Policy", "RedrivePolicy", "RedriveAllowPolicy")
+
+
+def same_value(name: str, current: str, wanted: str) -> bool:
+    """Whether CreateQueue's `wanted` value is the existing queue's: JSON-valued attributes
+    compare as JSON values (key order, and `maxReceiveCount` 100 or "100", do not count)."""
+    if current == wanted:
+        return True
+    if name not in _JSON_VALUED or not current or not wanted:
+        return False
+    return _json_value(current) == _json_value(wanted)
+
+
+def _json_value(text: str) -> object:
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return text
+    count = value.get("maxReceiveCount") if isinstance(value, dict) else None
+    if isinstance(count, str) and count.strip().lstrip("-").isdigit():
+        value["maxReceiveCount"] = int(count)
+    return value
 
 
 def _int_range(low: int | Callable[[Limits], int], high: int | Callable[[Limits], int]):

@@ -34,7 +34,7 @@ Request = dict[str, Any]
 
 
 class ConditionalCheckFailed(SqsError):
-    code = "ConditionalCheckFailedException"
+    """Another holder has the lease (its wire facts: errors.WIRE)."""
 
 
 class LeaseActions(ServiceBase):

@@ -14,6 +14,7 @@ import orjson
 
 from conveyor.ids import UuidSequence
 from conveyor.service import rules, validate
+from conveyor.service.activity import DELETED, RECEIVED, SENT
 from conveyor.service.base import ServiceBase
 from conveyor.service.context import RequestContext, parse_arn
 from conveyor.sqs.errors import (
@@ -70,13 +71,18 @@ class MessageActions(ServiceBase):
         message = self._new_message(ctx, queue, req, now_ms)
         [sent] = await self.store.send(queue, [message], now_ms, self._dedup_ms)
         self._announce(queue, [message], [sent.duplicate])
+        self.counted(queue, SENT, 0 if sent.duplicate else 1, now_ms)
         return self._sent_entry(queue, message, sent.message_id, sent.seq)
 
     async def send_message_batch(self, ctx: RequestContext, req: Request) -> dict[str, Any]:
         queue = await self.queue(ctx, req["QueueUrl"])
         entries = req["Entries"]
         validate.batch_entries(entries, "SendMessageBatchRequestEntry", self.limits)
-        total = sum(len(e.get("MessageBody", "").encode()) for e in entries)
+        # Bodies and message attributes count (LocalStack's recording of AWS,
+        # test_send_message_batch_with_oversized_contents: 262,136 bytes of body + 8 of
+        # attributes + 1 = "You have sent 262145 bytes.").
+        total = sum(len(e.get("MessageBody", "").encode())
+                    + validate.attributes_size(e.get("MessageAttributes")) for e in entries)
         if total > self.limits.max_batch_bytes:
             raise BatchRequestTooLong(
                 f"Batch requests cannot be longer than {self.limits.max_batch_bytes} bytes. "
@@ -92,9 +98,10 @@ class MessageActions(ServiceBase):
                 failed.append(_failure(entry["Id"], error))
         results = await self.store.send(queue, [m for _, m in ready], now_ms, self._dedup_ms)
         self._announce(queue, [m for _, m in ready], [r.duplicate for r in results])
+        self.counted(queue, SENT, sum(not r.duplicate for r in results), now_ms)
         successful = [{"Id": entry_id, **self._sent_entry(queue, m, r.message_id, r.seq)}
                       for (entry_id, m), r in zip(ready, results, strict=True)]
-        return {"Successful": successful, "Failed": failed}
+        return batch_result(successful, failed)
 
     @staticmethod
     def _check_fifo_batch(queue: QueueRecord, entries: list[Request]) -> None:
@@ -274,6 +281,7 @@ class MessageActions(ServiceBase):
                                      "dead_letter_queue": dlq.name if dlq else None})
             if dlq is not None:
                 self.on_ready(dlq, len(redrive.moved))
+        self.counted(queue, RECEIVED, len(stored), now_ms)
         messages = [self._message_out(ctx, queue, m, plan) for m in stored]
         if self.log.isEnabledFor(logging.DEBUG):
             for m in stored:
@@ -379,9 +387,26 @@ class MessageActions(ServiceBase):
         outcomes = await self.store.delete(queue, self._touched(queue, handles),
                                            rules.delete_in_flight_after_ms(
                                                queue, self.clock.now_ms()))
-        if queue.fifo and OK in outcomes:
-            self.on_ready(queue, outcomes.count(OK))  # the next message of a group is free
+        deleted = outcomes.count(OK)  # "gone" too: a delete repeated counts again
+        self.counted(queue, DELETED, deleted)
+        if queue.fifo and deleted:
+            self.on_ready(queue, deleted)  # the next message of a group is free
         return outcomes
+
+    async def drop_unreceived(self, queue: QueueRecord, messages: list[StoredMessage],
+                              by: str) -> list[str]:
+        """Delete messages that no receipt can name (never received since they arrived in
+        this queue: fresh ones, dead letters since they landed), for the console's delete;
+        not an SQS action, so no client reaches it. One received meanwhile is left to its
+        receiver. The ids of those deleted, each logged with `by` (who asked)."""
+        gone = set(await self.store.drop(queue, [m.seq for m in messages]))
+        dropped = [m.message_id for m in messages if m.seq in gone]
+        self.counted(queue, DELETED, len(dropped))
+        for message_id in dropped:
+            self.log.info("deleted unreceived message %s of %s for %s", message_id, queue.name,
+                          by, extra={"message_id": message_id, "queue": queue.name,
+                                     "access_key": by})
+        return dropped
 
     async def delete_message_batch(self, ctx: RequestContext, req: Request) -> dict[str, Any]:
         queue = await self.queue(ctx, req["QueueUrl"])
@@ -456,7 +481,7 @@ class MessageActions(ServiceBase):
                 successful.append({"Id": entry["Id"]})
             except SqsError as error:
                 failed.append(_failure(entry["Id"], error))
-        return {"Successful": successful, "Failed": failed}
+        return batch_result(successful, failed)
 
 
 new_message_id = UuidSequence().next
@@ -522,9 +547,42 @@ def decode_handle(raw: str, queue: QueueRecord) -> Handle:
         f'The input receipt handle "{raw[:200]}" is not a valid receipt handle.')
 
 
+def batch_result(successful: list[dict[str, Any]],
+                 failed: list[dict[str, Any]]) -> dict[str, Any]:
+    """A batch's answer: AWS leaves an empty list out (in JSON, `Failed` of a batch that
+    fully succeeded; the Query protocol has no way to send one)."""
+    result: dict[str, Any] = {}
+    if successful:
+        result["Successful"] = successful
+    if failed:
+        result["Failed"] = failed
+    return result
+
+
+TRACED_ACTIONS = ("SendMessage", "SendMessageBatch")
+
+
+def apply_trace_header(action: str, request: Request, trace: str) -> None:
+    """An `X-Amzn-Trace-Id` HTTP header is the AWSTraceHeader of every message a send
+    carries, unless a message sets its own, which wins (AWS X-Ray Developer Guide,
+    "Amazon SQS and AWS X-Ray": the default HTTP header "corresponds to all messages
+    included in a SendMessage or SendMessageBatch request"; "if both ... are set, the
+    message system attribute overrides the HTTP trace header")."""
+    if action not in TRACED_ACTIONS:
+        return
+    messages = request.get("Entries") if action == "SendMessageBatch" else [request]
+    for message in messages or ():
+        if not isinstance(message, dict):
+            continue
+        system = message.get("MessageSystemAttributes")
+        if not isinstance(system, dict):
+            system = message["MessageSystemAttributes"] = {}
+        system.setdefault("AWSTraceHeader", {"DataType": "String", "StringValue": trace})
+
+
 def _failure(entry_id: str, error: SqsError) -> dict[str, Any]:
     return {"Id": entry_id, "SenderFault": error.sender_fault,
-            "Code": error.wire_query_code(), "Message": error.message}
+            "Code": error.query_code, "Message": error.message}
 
 
 def _sequence_number(seq: int) -> str:
@@ -550,9 +608,13 @@ def _decode_attributes(text: str) -> dict[str, Any]:
 
 
 def _select_attributes(attributes: dict[str, Any], names: list[str]) -> dict[str, Any]:
-    if "All" in names or ".*" in names:
+    """MessageAttributeNames as AWS applies them (LocalStack's recording of AWS,
+    test_receive_message_message_attribute_names_filters): `All`, `*` and `.*` select
+    every attribute, `Hel.*` every name starting `Hel` (Hello and Help.Me alike), other
+    names themselves; unknown names select nothing."""
+    if "All" in names or ".*" in names or "*" in names:
         return attributes
-    prefixes = tuple(n[:-1] for n in names if n.endswith(".*"))
+    prefixes = tuple(n[:-2] for n in names if n.endswith(".*"))
     wanted = set(names)
     return {k: v for k, v in attributes.items()
             if k in wanted or (prefixes and k.startswith(prefixes))}

@@ -12,7 +12,6 @@ from conveyor.service import rules, validate
 from conveyor.service.base import ServiceBase
 from conveyor.service.context import RequestContext
 from conveyor.sqs.errors import (
-    InvalidAttributeName,
     InvalidParameterValue,
     PurgeQueueInProgress,
     QueueDeletedRecently,
@@ -28,15 +27,16 @@ class QueueActions(ServiceBase):
     async def create_queue(self, ctx: RequestContext, req: Request) -> dict[str, Any]:
         name = req["QueueName"]
         given = req.get("Attributes", {})
-        fifo = given.get("FifoQueue", "false").lower() == "true"
+        fifo = attrs.fifo_at_creation(given)
         validate.queue_name(name, fifo, self.limits)
         tags = req.get("tags", {})
         self._check_tags(tags, {})
         wanted = {k: attrs.check(k, v, self.limits, fifo) for k, v in given.items()}
+        attrs.check_encryption(wanted)
         existing = await self.store.get_queue(ctx.region, name)
         if existing is not None:
             for key, value in wanted.items():
-                if existing.attributes.get(key, "") != value:
+                if not attrs.same_value(key, existing.attributes.get(key, ""), value):
                     raise QueueNameExists(
                         f"A queue already exists with the same name and a different value for "
                         f"attribute {key}")
@@ -47,7 +47,7 @@ class QueueActions(ServiceBase):
             raise QueueDeletedRecently(
                 f"You must wait {self.limits.deleted_name_cooldown_s} seconds after deleting a "
                 "queue before you can create another with the same name.")
-        values = attrs.defaults(self.limits, fifo) | {k: v for k, v in wanted.items() if v != ""}
+        values = attrs.apply(attrs.defaults(self.limits, fifo), wanted)
         draft = QueueRecord(0, ctx.region, name, values, tags, now_s, now_s)
         await self.check_redrive(ctx, draft)
         queue = await self.store.create_queue(ctx.region, name, values, tags, now_s)
@@ -77,6 +77,7 @@ class QueueActions(ServiceBase):
         queue = await self.queue(ctx, req["QueueUrl"])
         await self.store.delete_queue(queue, self.clock.now_s())
         self.forget(queue)
+        self.activity.forget(queue.id)
         self.on_ready(queue, 1 << 30)  # parked long polls answer now (QueueDoesNotExist)
         self.log.info("deleted queue %s in %s", queue.name, ctx.region)
         return {}
@@ -119,15 +120,10 @@ class QueueActions(ServiceBase):
     async def set_queue_attributes(self, ctx: RequestContext, req: Request) -> dict[str, Any]:
         queue = await self.queue(ctx, req["QueueUrl"])
         changes = req["Attributes"]
-        if "FifoQueue" in changes:
-            raise InvalidAttributeName("Attribute FifoQueue cannot be changed.")
-        checked = {k: attrs.check(k, v, self.limits, queue.fifo) for k, v in changes.items()}
-        draft = replace(queue, attributes=dict(queue.attributes))
-        for key, value in checked.items():
-            if value == "" and key in attrs.OPTIONAL:
-                draft.attributes.pop(key, None)
-            else:
-                draft.attributes[key] = value
+        checked = {k: attrs.check(k, v, self.limits, queue.fifo, existing=True)
+                   for k, v in changes.items()}
+        attrs.check_encryption(checked)
+        draft = replace(queue, attributes=attrs.apply(queue.attributes, checked))
         await self.check_redrive(ctx, draft)
         draft.modified_s = self.clock.now_s()
         await self.store.update_queue(draft)
@@ -199,13 +195,19 @@ class QueueActions(ServiceBase):
         accounts, actions = req["AWSAccountIds"], req["Actions"]
         if not accounts or not actions:
             raise InvalidParameterValue("AWSAccountIds and Actions must not be empty.")
+        for action in actions:
+            _check_grantable(action)
         policy = _policy(queue, ctx)
         if any(s.get("Sid") == label for s in policy["Statement"]):
             raise invalid_value(label, "Label", "Already exists.")
+        principals = [f"arn:aws:iam::{a}:root" for a in accounts]
+        granted = [f"SQS:{a}" for a in actions]
+        # One principal or action is a string, several a list: the shape of AWS's recorded
+        # Policy (LocalStack's recording of AWS, test_sqs_permission_lifecycle).
         policy["Statement"].append({
             "Sid": label, "Effect": "Allow",
-            "Principal": {"AWS": [f"arn:aws:iam::{a}:root" for a in accounts]},
-            "Action": [f"SQS:{a}" for a in actions],
+            "Principal": {"AWS": _one_or_list(principals)},
+            "Action": _one_or_list(granted),
             "Resource": ctx.queue_arn(queue.name, queue.region),
         })
         queue.attributes["Policy"] = orjson.dumps(policy).decode()
@@ -219,7 +221,7 @@ class QueueActions(ServiceBase):
         policy = _policy(queue, ctx)
         kept = [s for s in policy["Statement"] if s.get("Sid") != label]
         if len(kept) == len(policy["Statement"]):
-            raise invalid_value(label, "Label", "can't find label on existing policy.")
+            raise invalid_value(label, "Label", "can't find label.")
         if kept:
             queue.attributes["Policy"] = orjson.dumps({**policy, "Statement": kept}).decode()
         else:
@@ -234,5 +236,35 @@ def _policy(queue: QueueRecord, ctx: RequestContext) -> dict[str, Any]:
         policy = orjson.loads(queue.attributes["Policy"])
         policy.setdefault("Statement", [])
         return policy
-    return {"Version": "2012-10-17",
+    # AWS's first AddPermission writes this header (test_sqs_permission_lifecycle's record).
+    return {"Version": "2008-10-17",
             "Id": f"{ctx.queue_arn(queue.name, queue.region)}/SQSDefaultPolicy", "Statement": []}
+
+
+def _one_or_list(values: list[str]) -> str | list[str]:
+    return values[0] if len(values) == 1 else values
+
+
+# What AddPermission may grant: the actions a queue policy can give another account.
+GRANTABLE = frozenset({"*", "SendMessage", "ReceiveMessage", "DeleteMessage",
+                       "ChangeMessageVisibility", "GetQueueAttributes", "GetQueueUrl",
+                       "ListDeadLetterSourceQueues", "PurgeQueue"})
+# Actions only the queue's owner may call (AddPermission API reference: "Only you, the
+# owner of the queue, can grant or deny permissions to the queue").
+OWNER_ONLY = frozenset({"AddPermission", "RemovePermission", "CreateQueue", "DeleteQueue",
+                        "ListQueues", "SetQueueAttributes", "TagQueue", "UntagQueue",
+                        "ListQueueTags", "StartMessageMoveTask", "CancelMessageMoveTask",
+                        "ListMessageMoveTasks"})
+
+
+def _check_grantable(action: str) -> None:
+    """Refuse what AddPermission cannot grant, in AWS's words: a batch action or a name
+    that is no SQS action gets "Please refer to the appropriate WSDL ..." (SQS's answer,
+    quoted in cloudtools/awacs#34 and aws/aws-cdk#2381), an action only the owner may
+    call "Only the queue owner is allowed to invoke this action." (moto's wording: no
+    recording of AWS's found)."""
+    if action in GRANTABLE:
+        return
+    reason = ("Only the queue owner is allowed to invoke this action." if action in OWNER_ONLY
+              else "Please refer to the appropriate WSDL for a list of valid actions.")
+    raise invalid_value(f"SQS:{action}", "ActionName", reason)

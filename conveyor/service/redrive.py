@@ -15,9 +15,9 @@ from conveyor.service.context import RequestContext, parse_arn
 from conveyor.sqs.errors import (
     InternalError,
     InvalidParameterValue,
+    QueueDoesNotExist,
     ResourceNotFoundException,
     SqsError,
-    UnsupportedOperation,
     invalid_value,
 )
 from conveyor.store.base import MoveTaskRecord, QueueRecord
@@ -80,8 +80,9 @@ class RedriveActions(ServiceBase):
         source = await self._queue_by_arn(ctx, req["SourceArn"], "SourceArn")
         if not any(dead_letter_arn(q) == req["SourceArn"]
                    for q in await self.store.list_queues(ctx.region, "")):
-            raise invalid_value(req["SourceArn"], "SourceArn",
-                                "Source queue must be configured as a Dead Letter Queue.")
+            # AWS's words, without the usual "Value ... is invalid" (LocalStack's recording
+            # of AWS, test_sqs_move_task.snapshot.json, test_source_needs_redrive_policy).
+            raise InvalidParameterValue("Source queue must be configured as a Dead Letter Queue.")
         destination = None
         if req.get("DestinationArn"):
             destination = await self._queue_by_arn(ctx, req["DestinationArn"], "DestinationArn")
@@ -93,9 +94,9 @@ class RedriveActions(ServiceBase):
             raise invalid_value(rate, "MaxNumberOfMessagesPerSecond",
                                 f"Must be between 1 and {self.limits.max_move_rate}.")
         tasks = await self.store.move_tasks(source.id)
-        if any(t.status == "RUNNING" for t in tasks):
-            raise UnsupportedOperation("There is already a task running. Only one active task "
-                                       "is allowed for each source queue arn at a given time.")
+        if any(t.status == "RUNNING" for t in tasks):  # recorded: test_start_multiple_move_tasks
+            raise InvalidParameterValue("There is already a task running. Only one active task "
+                                        "is allowed for a source queue arn at a given time.")
         counts = await self.counts(source, self.clock.now_ms())
         handle = base64.b64encode(orjson.dumps(
             {"taskId": str(uuid.uuid4()), "sourceArn": req["SourceArn"]})).decode()
@@ -147,8 +148,10 @@ class RedriveActions(ServiceBase):
                 await self._step(ctx, source, task)
 
     async def _step(self, ctx: RequestContext, source: QueueRecord, task: MoveTaskRecord) -> None:
-        limit = max(1, int((task.max_per_second or self.limits.max_move_rate) * MOVE_STEP_S))
         now_ms = self.clock.now_ms()
+        limit = move_budget(task, now_ms, self.limits.max_move_rate)
+        if limit <= 0:
+            return  # ahead of MaxNumberOfMessagesPerSecond: wait for the next step
         messages = await self.store.movable(source, limit, now_ms,
                                             rules.retention_cutoff_ms(source, now_ms))
         if not messages:
@@ -160,7 +163,9 @@ class RedriveActions(ServiceBase):
         for m in messages:
             destination = await self._destination(ctx, source, task, m.dlq_source_arn)
             if destination is None:
-                task.status, task.failure = "FAILED", "Message has no source queue to return to."
+                # The destination (given, or the message's source) is gone: AWS fails the
+                # task with this reason (test_move_task_delete_destination_queue_while_running).
+                task.status, task.failure = "FAILED", QueueDoesNotExist.query_code
                 break
             if not rules.may_move(source.id, destination.id):
                 task.status = "FAILED"
@@ -193,15 +198,42 @@ class RedriveActions(ServiceBase):
         return queue
 
     async def _task(self, ctx: RequestContext, handle: str) -> MoveTaskRecord:
+        """The task a handle names. As AWS answers (LocalStack's recordings of AWS,
+        test_sqs_move_task.snapshot.json): a handle that is not one is
+        InvalidParameterValue, one whose source queue does not exist (in this account)
+        names the SourceArn, an unknown task of a queue that does is "Task does not
+        exist." (ResourceNotFoundException, 404)."""
         try:
-            decoded = orjson.loads(base64.b64decode(handle))
-            source = await self._queue_by_arn(ctx, decoded["sourceArn"], "SourceArn")
-        except (ValueError, KeyError, TypeError, SqsError):
-            raise ResourceNotFoundException("Task does not exist.") from None
+            decoded = orjson.loads(base64.b64decode(handle, validate=True))
+            source_arn, task_id = decoded["sourceArn"], decoded["taskId"]
+            if not isinstance(source_arn, str) or not isinstance(task_id, str):
+                raise TypeError(source_arn)
+        except (ValueError, KeyError, TypeError):
+            raise InvalidParameterValue("Value for parameter TaskHandle is invalid.") from None
+        arn = parse_arn(source_arn)
+        source = None
+        if arn is not None and arn.account_id == ctx.account_id:
+            source = await self.store.get_queue(arn.region, arn.name)
+        if source is None:
+            raise ResourceNotFoundException(
+                "The resource that you specified for the SourceArn parameter doesn't exist.")
         for task in await self.store.move_tasks(source.id):
             if task.handle == handle:
                 return task
         raise ResourceNotFoundException("Task does not exist.")
+
+
+def move_budget(task: MoveTaskRecord, now_ms: int, max_rate: int) -> int:
+    """How many messages the task may move now. With MaxNumberOfMessagesPerSecond, one at
+    once, then that many per second since the task started, counting what it moved (so a
+    rate below 1 / MOVE_STEP_S is honoured too: AWS's rate 1 moves 4 messages in no less
+    than 3 s, LocalStack's AWS-validated test_move_task_with_throughput_limit); without,
+    the system's rate per step."""
+    if not task.max_per_second:
+        return max(1, int(max_rate * MOVE_STEP_S))
+    elapsed_s = max(0, now_ms - task.started_ms) / 1000
+    allowed = 1 + int(task.max_per_second * elapsed_s)
+    return min(allowed - task.moved, max(1, int(task.max_per_second * MOVE_STEP_S)))
 
 
 def _task_out(task: MoveTaskRecord) -> dict[str, Any]:

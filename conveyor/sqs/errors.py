@@ -1,150 +1,238 @@
-"""SQS errors: one exception per wire code, and the one table that maps them to the wire.
+"""SQS errors: one exception per SQS error, and the one table that maps them to the wire.
 
-Service code raises these by name; only the protocol layer reads `code`, `query_code`
-and `status` to render them in the JSON or the Query shape.
+Service code raises these by name; only the protocol layer reads the wire facts of each
+(`code`, `query_code`, `status`, `sender_fault`) to render them in the JSON or Query shape.
+
+Where the facts come from
+-------------------------
+SQS speaks two protocols and is `awsQueryCompatible` (botocore's SQS model, metadata): a
+JSON error carries the error's JSON name in `__type` *and* its Query-era code in the
+`x-amzn-query-error: <code>;<Sender|Receiver>` header, which botocore, the AWS SDKs for
+JavaScript v3, Java v2 and Go v2 report as the error's code (botocore: parsers.py,
+`_do_query_compatible_error_parse`: `Error.Code` = the header's code, `Error.QueryErrorCode`
+= the `__type` name). A Query error carries the Query code in `<Code>`.
+
+- JSON names: the shape names of botocore's current model (`exception: true` shapes,
+  data/sqs/2012-11-05/service-2.json.gz, botocore 1.44), and for the two errors the model
+  does not declare, the names AWS sends: `InvalidParameterValueException` and
+  `MissingRequiredParameterException` (LocalStack's recordings against AWS, file
+  tests/aws/services/sqs/test_sqs.snapshot.json, recorded 14-11-2023 with the JSON
+  protocol: `"Code": "InvalidParameterValue", "QueryErrorCode":
+  "InvalidParameterValueException"` in test_send_oversized_message and others,
+  `"Code": "MissingParameter", "QueryErrorCode": "MissingRequiredParameterException"` in
+  test_posting_to_fifo_requires_deduplicationid_group_id).
+- Query codes, HTTP statuses, sender/receiver: the `error` traits of botocore's last
+  Query-protocol SQS model (botocore 1.34, e.g. `QueueDoesNotExist`:
+  `AWS.SimpleQueueService.NonExistentQueue`, 400; `PurgeQueueInProgress`: 403; `OverLimit`:
+  403; `ResourceNotFoundException`: 404), checked against the same recordings
+  (`QueueNameExists` ↔ `QueueAlreadyExists`, `PurgeQueueInProgress` 403, the batch errors'
+  `AWS.SimpleQueueService.*` codes) and the move-task recordings
+  (tests/aws/services/sqs/test_sqs_move_task.snapshot.json: ResourceNotFoundException, 404).
+  The current JSON model dropped those traits; the wire kept them.
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
+
+class Wire(NamedTuple):
+    """How one error looks on the wire."""
+
+    json_type: str  # the JSON protocol's `__type` (com.amazonaws.sqs#<json_type>)
+    query_code: str  # the Query protocol's <Code>, and the code in x-amzn-query-error
+    status: int
+    sender_fault: bool
+
+
+_S, _R = True, False  # sender's fault / receiver's (the server's) fault
+_NQ = "AWS.SimpleQueueService."
+
+# THE table: error class name → its wire facts (sources in the module docstring).
+WIRE: dict[str, Wire] = {
+    # the model's shapes ------------------------------------------------------------------
+    "BatchEntryIdsNotDistinct":     Wire("BatchEntryIdsNotDistinct", _NQ + "BatchEntryIdsNotDistinct", 400, _S),  # noqa: E501
+    "BatchRequestTooLong":          Wire("BatchRequestTooLong", _NQ + "BatchRequestTooLong", 400, _S),  # noqa: E501
+    "EmptyBatchRequest":            Wire("EmptyBatchRequest", _NQ + "EmptyBatchRequest", 400, _S),
+    "InvalidAddress":               Wire("InvalidAddress", "InvalidAddress", 400, _S),
+    "InvalidAttributeName":         Wire("InvalidAttributeName", "InvalidAttributeName", 400, _S),
+    "InvalidAttributeValue":        Wire("InvalidAttributeValue", "InvalidAttributeValue", 400, _S),
+    "InvalidBatchEntryId":          Wire("InvalidBatchEntryId", _NQ + "InvalidBatchEntryId", 400, _S),  # noqa: E501
+    "InvalidMessageContents":       Wire("InvalidMessageContents", "InvalidMessageContents", 400, _S),  # noqa: E501
+    "MessageNotInflight":           Wire("MessageNotInflight", _NQ + "MessageNotInflight", 400, _S),
+    "OverLimit":                    Wire("OverLimit", "OverLimit", 403, _S),
+    "PurgeQueueInProgress":         Wire("PurgeQueueInProgress", _NQ + "PurgeQueueInProgress", 403, _S),  # noqa: E501
+    "QueueDeletedRecently":         Wire("QueueDeletedRecently", _NQ + "QueueDeletedRecently", 400, _S),  # noqa: E501
+    "QueueDoesNotExist":            Wire("QueueDoesNotExist", _NQ + "NonExistentQueue", 400, _S),
+    "QueueNameExists":              Wire("QueueNameExists", "QueueAlreadyExists", 400, _S),
+    "ReceiptHandleIsInvalid":       Wire("ReceiptHandleIsInvalid", "ReceiptHandleIsInvalid", 400, _S),  # noqa: E501
+    "ResourceNotFoundException":    Wire("ResourceNotFoundException", "ResourceNotFoundException", 404, _S),  # noqa: E501
+    "TooManyEntriesInBatchRequest": Wire("TooManyEntriesInBatchRequest", _NQ + "TooManyEntriesInBatchRequest", 400, _S),  # noqa: E501
+    "UnsupportedOperation":         Wire("UnsupportedOperation", _NQ + "UnsupportedOperation", 400, _S),  # noqa: E501
+    # SQS's errors the model leaves out (recorded) ------------------------------------------
+    "InvalidParameterValue":        Wire("InvalidParameterValueException", "InvalidParameterValue", 400, _S),  # noqa: E501
+    "MissingParameter":             Wire("MissingRequiredParameterException", "MissingParameter", 400, _S),  # noqa: E501
+    # the protocol's own -------------------------------------------------------------------
+    # An X-Amz-Target SQS does not know (JSON), an Action it does not know (Query): the
+    # Query wording is LocalStack's AWS-validated test_invalid_action_raises_exception.
+    "InvalidAction":                Wire("UnknownOperationException", "InvalidAction", 400, _S),
+    # A Query request without an Action: AWS answers 404 and a bare
+    # <UnknownOperationException/> (test_get_without_query_returns_unknown_operation).
+    "MissingAction":                Wire("UnknownOperationException", "UnknownOperationException", 404, _S),  # noqa: E501
+    "MalformedRequest":             Wire("SerializationException", "MalformedQueryString", 400, _S),  # noqa: E501
+    "InvalidClientTokenId":         Wire("InvalidClientTokenId", "InvalidClientTokenId", 403, _S),
+    "SignatureDoesNotMatch":        Wire("SignatureDoesNotMatch", "SignatureDoesNotMatch", 403, _S),
+    "MissingAuthenticationToken":   Wire("MissingAuthenticationToken", "MissingAuthenticationToken", 403, _S),  # noqa: E501
+    "IncompleteSignature":          Wire("IncompleteSignature", "IncompleteSignature", 400, _S),
+    "AccessDenied":                 Wire("AccessDenied", "AccessDenied", 403, _S),
+    "RequestTooLarge":              Wire("RequestEntityTooLarge", "RequestEntityTooLarge", 413, _S),  # noqa: E501
+    "InternalError":                Wire("InternalFailure", "InternalError", 500, _R),
+    "ServiceUnavailable":           Wire("ServiceUnavailable", "ServiceUnavailable", 503, _R),
+    # Conveyor's own APIs beside SQS (service/leases.py): DynamoDB's name for a lost race --
+    "ConditionalCheckFailed":       Wire("ConditionalCheckFailedException", "ConditionalCheckFailedException", 400, _S),  # noqa: E501
+}
+
 
 class SqsError(Exception):
-    """An error SQS reports to the client.
+    """An error SQS reports to the client; its wire facts come from WIRE.
 
-    `code` is the JSON protocol's `__type` suffix (`com.amazonaws.sqs#<code>`),
-    `query_code` the Query protocol's `<Code>` (also sent in `x-amzn-query-error`).
+    `code` is the JSON protocol's `__type` name (com.amazonaws.sqs#<code>), `query_code`
+    the Query protocol's `<Code>` and the code of `x-amzn-query-error` (what SDKs report).
+    `query_message`, when a class sets it, is the default wording of the Query protocol
+    where AWS words it differently there.
     """
 
-    code = "InternalError"
-    query_code = ""
-    status = 400
-    sender_fault = True
+    code = "InternalFailure"
+    query_code = "InternalError"
+    status = 500
+    sender_fault = False
     default_message = ""
+    query_message: str | None = None
     action: str | None = None  # set when the request's action was known, for logs and metrics
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        wire = WIRE.get(cls.__name__)
+        if wire is None:  # every error goes on the wire as the table says, or not at all
+            raise TypeError(f"{cls.__name__} has no row in conveyor.sqs.errors.WIRE")
+        cls.code, cls.query_code, cls.status, cls.sender_fault = wire
 
     def __init__(self, message: str | None = None) -> None:
         self.message = message if message is not None else self.default_message
+        self.defaulted = message is None
         super().__init__(self.message)
 
-    @classmethod
-    def wire_query_code(cls) -> str:
-        return cls.query_code or cls.code
+    def message_for(self, protocol: str) -> str:
+        """The message as AWS words it in `protocol` ("json" or "query")."""
+        if protocol == "query" and self.defaulted and self.query_message is not None:
+            return self.query_message
+        return self.message
 
 
 class InvalidParameterValue(SqsError):
-    code = "InvalidParameterValue"
+    """A parameter is present but wrong (see invalid_value for SQS's usual wording)."""
 
 
 class MissingParameter(SqsError):
-    code = "MissingParameter"
+    """A required parameter is missing."""
 
 
 class InvalidAttributeName(SqsError):
-    code = "InvalidAttributeName"
+    """The attribute name is unknown (to this queue type)."""
 
 
 class InvalidAttributeValue(SqsError):
-    code = "InvalidAttributeValue"
+    """A queue attribute value is invalid."""
 
 
 class InvalidMessageContents(SqsError):
-    code = "InvalidMessageContents"
+    """The message contains characters outside the allowed set."""
 
 
 class QueueDoesNotExist(SqsError):
-    code = "QueueDoesNotExist"
-    query_code = "AWS.SimpleQueueService.NonExistentQueue"
+    """The queue does not exist (or was deleted).
+
+    AWS words it differently per protocol (LocalStack's recordings, test_non_existent_queue,
+    14-11-2023: JSON "The specified queue does not exist.", Query "The specified queue does
+    not exist for this wsdl version.")."""
+
     default_message = "The specified queue does not exist."
+    query_message = "The specified queue does not exist for this wsdl version."
+
+
+class InvalidAddress(SqsError):
+    """The queue URL or id names no queue this endpoint could hold."""
 
 
 class QueueNameExists(SqsError):
-    code = "QueueNameExists"
-    query_code = "QueueAlreadyExists"
+    """A queue of that name exists with other attribute values."""
 
 
 class QueueDeletedRecently(SqsError):
-    code = "QueueDeletedRecently"
-    query_code = "AWS.SimpleQueueService.QueueDeletedRecently"
+    """A queue of that name was deleted less than 60 seconds ago."""
 
 
 class PurgeQueueInProgress(SqsError):
-    code = "PurgeQueueInProgress"
-    query_code = "AWS.SimpleQueueService.PurgeQueueInProgress"
+    """The queue was purged less than 60 seconds ago."""
 
 
 class ReceiptHandleIsInvalid(SqsError):
-    code = "ReceiptHandleIsInvalid"
+    """The receipt handle is not one SQS issued for this queue."""
 
 
 class MessageNotInflight(SqsError):
-    code = "MessageNotInflight"
-    query_code = "AWS.SimpleQueueService.MessageNotInflight"
     default_message = "The message referred to isn't in flight."
 
 
 class BatchEntryIdsNotDistinct(SqsError):
-    code = "BatchEntryIdsNotDistinct"
-    query_code = "AWS.SimpleQueueService.BatchEntryIdsNotDistinct"
+    """Two batch entries have the same Id."""
 
 
 class TooManyEntriesInBatchRequest(SqsError):
-    code = "TooManyEntriesInBatchRequest"
-    query_code = "AWS.SimpleQueueService.TooManyEntriesInBatchRequest"
+    """A batch has more entries than SQS allows."""
 
 
 class EmptyBatchRequest(SqsError):
-    code = "EmptyBatchRequest"
-    query_code = "AWS.SimpleQueueService.EmptyBatchRequest"
+    """A batch has no entries."""
 
 
 class InvalidBatchEntryId(SqsError):
-    code = "InvalidBatchEntryId"
-    query_code = "AWS.SimpleQueueService.InvalidBatchEntryId"
+    """A batch entry's Id is not alphanumerics, hyphens and underscores, 1 to 80."""
 
 
 class BatchRequestTooLong(SqsError):
-    code = "BatchRequestTooLong"
-    query_code = "AWS.SimpleQueueService.BatchRequestTooLong"
+    """A batch's messages (bodies and attributes) are longer than SQS allows."""
 
 
 class UnsupportedOperation(SqsError):
-    code = "UnsupportedOperation"
-    query_code = "AWS.SimpleQueueService.UnsupportedOperation"
+    """The operation is not supported here."""
 
 
 class OverLimit(SqsError):
-    code = "OverLimit"
+    """The action would exceed a limit (in-flight messages, tags...)."""
 
 
 class ResourceNotFoundException(SqsError):
-    code = "ResourceNotFoundException"
+    """A resource named by ARN or handle (move tasks) does not exist."""
 
 
 class InvalidAction(SqsError):
-    code = "UnknownOperationException"
-    query_code = "InvalidAction"
+    """The action is unknown, or not valid for this endpoint."""
 
 
 class MissingAction(SqsError):
-    code = "MissingAction"
     default_message = "No action was supplied with this request."
 
 
 class MalformedRequest(SqsError):
     """The body cannot be decoded at all (bad JSON, wrong content type, bad encoding)."""
 
-    code = "SerializationException"
-    query_code = "MalformedQueryString"
-
 
 class InvalidClientTokenId(SqsError):
-    code = "InvalidClientTokenId"
-    status = 403
     default_message = "The security token included in the request is invalid."
 
 
 class SignatureDoesNotMatch(SqsError):
-    code = "SignatureDoesNotMatch"
-    status = 403
     default_message = (
         "The request signature we calculated does not match the signature you provided. "
         "Check your AWS Secret Access Key and signing method. "
@@ -153,15 +241,12 @@ class SignatureDoesNotMatch(SqsError):
 
 
 class MissingAuthenticationToken(SqsError):
-    code = "MissingAuthenticationToken"
-    status = 403
     default_message = "Request is missing Authentication Token"
 
 
 class IncompleteSignature(SqsError):
     """The signature's parts are missing or malformed (SQS API reference, Common Errors)."""
 
-    code = "IncompleteSignature"
     default_message = "The request signature does not conform to AWS standards."
 
 
@@ -169,22 +254,14 @@ class AccessDenied(SqsError):
     """Signed by a known key that may not do this. SQS answers 403 with code AccessDenied
     and names the endpoint (recorded in aws/aws-sdk-php#188 and bbc/sqs-consumer#225)."""
 
-    code = "AccessDenied"
-    status = 403
     default_message = "Access to the resource is denied."
 
 
 class RequestTooLarge(SqsError):
-    code = "RequestEntityTooLarge"
-    status = 413
     default_message = "Request body is larger than the server accepts."
 
 
 class InternalError(SqsError):
-    code = "InternalFailure"
-    query_code = "InternalError"
-    status = 500
-    sender_fault = False
     default_message = "We encountered an internal error. Please try again."
 
 
@@ -202,9 +279,6 @@ class ServiceUnavailable(SqsError):
     them, a load balancer and /metrics that this is an outage that passes, not a bug.
     """
 
-    code = "ServiceUnavailable"
-    status = 503
-    sender_fault = False
     default_message = "The service is unavailable right now. Please try again shortly."
 
 

@@ -50,9 +50,12 @@ def encode(result: dict[str, Any]) -> bytes:
 
 
 def encode_error(error: SqsError) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
-    body = orjson.dumps({"__type": f"com.amazonaws.sqs#{error.code}", "message": error.message})
+    """The JSON shape of an error: `__type` the JSON name, `x-amzn-query-error` the Query
+    code SDKs report (errors.py says where each comes from)."""
+    body = orjson.dumps({"__type": f"com.amazonaws.sqs#{error.code}",
+                         "message": error.message_for("json")})
     fault = "Sender" if error.sender_fault else "Receiver"
-    headers = [(b"x-amzn-query-error", f"{error.wire_query_code()};{fault}".encode())]
+    headers = [(b"x-amzn-query-error", f"{error.query_code};{fault}".encode())]
     return error.status, headers, body
 
 

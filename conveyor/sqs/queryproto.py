@@ -8,12 +8,17 @@ from typing import Any
 from urllib.parse import parse_qsl
 from xml.sax.saxutils import escape
 
+import orjson
 from botocore.model import Shape
 
 from conveyor.sqs import shapes
-from conveyor.sqs.errors import MalformedRequest, MissingAction, SqsError
+from conveyor.sqs.errors import InvalidAction, MalformedRequest, MissingAction, SqsError
 
 CONTENT_TYPE = b"text/xml"
+JSON_CONTENT_TYPE = b"application/json"
+# Actions a queue's own URL does not take (LocalStack's AWS-validated tests
+# test_get_create_queue_fails, test_get_list_queues_fails: InvalidAction, 400).
+NOT_ON_QUEUE_URL = frozenset({"CreateQueue", "ListQueues"})
 NAMESPACE = "http://queue.amazonaws.com/doc/2012-11-05/"
 # What XML 1.0 cannot carry at all, even escaped (NUL and other C0 controls, U+FFFE/FFFF):
 # an error message may quote such input back, so it is replaced rather than sent broken.
@@ -34,6 +39,8 @@ def decode(query_string: bytes, body: bytes,
     if not action:
         raise MissingAction()
     shape = shapes.input_shape(action)
+    if path_queue_url and action in NOT_ON_QUEUE_URL:
+        raise InvalidAction(f"The action {action} is not valid for this endpoint.")
     if path_queue_url and "QueueUrl" in shape.members:
         params.setdefault("QueueUrl", path_queue_url)
     try:
@@ -55,15 +62,56 @@ def encode(action: str, result: dict[str, Any], request_id: str) -> bytes:
     return "".join(parts).encode("utf-8")
 
 
-def encode_error(error: SqsError, request_id: str) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+def encode_json(action: str, result: dict[str, Any], request_id: str) -> bytes:
+    """The reply for `Accept: application/json`: the XML reply's tree as JSON, member names
+    as keys, maps as lists of name/value pairs (LocalStack's AWS-validated
+    test_get_queue_attributes_json_format reads
+    GetQueueAttributesResponse.GetQueueAttributesResult.Attributes[].Name/Value)."""
+    body: dict[str, Any] = {}
+    shape = shapes.output_shape(action)
+    if shape is not None:
+        body[f"{action}Result"] = _json_struct(shape, result)
+    body["ResponseMetadata"] = {"RequestId": request_id}
+    return orjson.dumps({f"{action}Response": body})
+
+
+def encode_error(error: SqsError, request_id: str,
+                 as_json: bool = False) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+    if isinstance(error, MissingAction):  # AWS sends this bare, and in XML even to JSON
+        return error.status, [], b"<UnknownOperationException/>"
     fault = "Sender" if error.sender_fault else "Receiver"
+    message = error.message_for("query")
+    if as_json:  # test_get_list_queues_fails_json_format reads Error.Code and Error.Message
+        return error.status, [], orjson.dumps({
+            "Error": {"Type": fault, "Code": error.query_code, "Message": message},
+            "RequestId": request_id})
     body = (
         f'<?xml version="1.0"?><ErrorResponse xmlns="{NAMESPACE}"><Error>'
-        f"<Type>{fault}</Type><Code>{escape(error.wire_query_code())}</Code>"
-        f"<Message>{_text(error.message)}</Message><Detail/></Error>"
+        f"<Type>{fault}</Type><Code>{escape(error.query_code)}</Code>"
+        f"<Message>{_text(message)}</Message><Detail/></Error>"
         f"<RequestId>{request_id}</RequestId></ErrorResponse>"
     )
     return error.status, [], body.encode("utf-8")
+
+
+def _json_struct(shape: Shape, value: dict[str, Any]) -> dict[str, Any]:
+    return {name: _json_member(member, value[name]) for name, member in shape.members.items()
+            if value.get(name) is not None}
+
+
+def _json_member(shape: Shape, value: Any) -> Any:
+    kind = shape.type_name
+    if kind == "list":
+        return [_json_member(shape.member, item) for item in value]
+    if kind == "map":
+        key_name, value_name = shapes.map_key_names(shape)
+        return [{key_name: key, value_name: _json_member(shape.value, item)}
+                for key, item in value.items()]
+    if kind == "structure":
+        return _json_struct(shape, value)
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    return value
 
 
 def _struct(shape: Shape, value: dict[str, Any], parts: list[str]) -> None:

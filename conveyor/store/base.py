@@ -231,6 +231,11 @@ class Store(Protocol):
         `in_flight_after_ms`, whose visibility lasts past it): OK if it was deleted or is
         gone, STALE if it is still there."""
         ...
+    async def drop(self, queue: QueueRecord, seqs: list[int]) -> list[int]:
+        """Delete the queue's messages of these seqs that have no receipt (not received
+        since they arrived in this queue, so no DeleteMessage can name them); the seqs
+        that went. A message received meanwhile is left to its receiver."""
+        ...
     def hold(self, queue: QueueRecord, seqs: list[int]) -> AbstractAsyncContextManager[Held]:
         """Lock the queue's messages of these seqs for a change of visibility."""
         ...

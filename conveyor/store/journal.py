@@ -415,6 +415,10 @@ class JournaledStore(SqliteStore):
         await self._checkpoint()
         return await super().peek(queue, limit, cutoff_ms)
 
+    async def drop(self, queue: QueueRecord, seqs: list[int]) -> list[int]:
+        await self._checkpoint()  # rare (an operator's click): SQLite then holds them all
+        return await super().drop(queue, seqs)
+
     async def movable(self, queue: QueueRecord, limit: int, now_ms: int,
                       cutoff_ms: int) -> list[StoredMessage]:
         await self._checkpoint()

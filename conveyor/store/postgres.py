@@ -673,6 +673,12 @@ class PostgresStore:
                 " queue_id=$2", missing, queue.id)} if missing else set()
         return [STALE if h.seq in present else OK for h in handles]
 
+    async def drop(self, queue: QueueRecord, seqs: list[int]) -> list[int]:
+        async with self._conn() as db:
+            return [r[0] for r in await db.fetch(
+                "DELETE FROM conveyor_messages WHERE seq = ANY($1::bigint[]) AND queue_id=$2"
+                " AND receipt IS NULL RETURNING seq", seqs, queue.id)]
+
     @contextlib.asynccontextmanager
     async def hold(self, queue: QueueRecord, seqs: list[int]) -> AsyncIterator[_Held]:
         async with self._tx() as db:

@@ -585,6 +585,12 @@ class SqliteStore:
                 outcomes.append(STALE if exists else OK)
             return outcomes
 
+    async def drop(self, queue: QueueRecord, seqs: list[int]) -> list[int]:
+        async with self._write() as db:
+            return [seq for seq in dict.fromkeys(seqs) if _changed(
+                db, "DELETE FROM messages WHERE seq=? AND queue_id=? AND receipt IS NULL",
+                (seq, queue.id))]
+
     def hold(self, queue: QueueRecord, seqs: list[int]) -> _Hold:
         return _Hold(self, queue, seqs)
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import aiohttp
+
+from conveyor._child import conveyor_command, conveyor_env
 
 
 class ServerStartError(RuntimeError):
@@ -17,7 +18,7 @@ class ServerStartError(RuntimeError):
 
 
 class ChildServer:
-    """`python -m conveyor server --port P --data-dir D` in its own session, so that the
+    """`conveyor server --port P --data-dir D` (conveyor._child) in its own session, so that the
     terminal's Ctrl-C reaches only `conveyor up`, which stops the server after draining."""
 
     def __init__(self, port: int, data_dir: Path, extra_args: tuple[str, ...] = ()) -> None:
@@ -38,11 +39,12 @@ class ChildServer:
             msg = f"something already answers on port {self.port}; pick another with --port"
             raise ServerStartError(msg)
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        cmd = [sys.executable, "-m", "conveyor", "server", "--port", str(self.port),
-               "--data-dir", str(self.data_dir), *self.extra_args]
+        cmd = conveyor_command("server", "--port", str(self.port),
+                               "--data-dir", str(self.data_dir), *self.extra_args)
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, start_new_session=True)
+                                         stdin=subprocess.DEVNULL, start_new_session=True,
+                                         env=conveyor_env())
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

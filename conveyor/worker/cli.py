@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from conveyor import logs
+from conveyor._click import OneLineError
 from conveyor.client import SQSError
 from conveyor.cron.service import CronConfigError, check_cron_config
 from conveyor.worker.config import ConfigError, load_config
@@ -53,7 +54,7 @@ def worker_command(config_file: Path | None, log_level: str, **values: Any) -> N
         config = load_config(values, os.environ, config_file)
         check_cron_config(config)
     except (ConfigError, CronConfigError) as exc:
-        raise click.UsageError(str(exc)) from None
+        raise OneLineError(str(exc)) from None
     logs.setup(log_level)
     try:
         run_loop(lambda: serve(config))

@@ -8,10 +8,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import yaml
 
+from conveyor.client import check_http_url
 from conveyor.worker.options import BY_NAME, OPTIONS, Option
 
 EB_NAMESPACE = "aws:elasticbeanstalk:sqsd"
@@ -55,6 +55,7 @@ class WorkerConfig:
     cron_lease: str = "server"
     cron_grace_period: int = 300
     cron_lease_ttl: float = 10.0
+    cron_signing_key: str = ""
 
     @property
     def post_url(self) -> str:
@@ -177,7 +178,11 @@ def validate(config: WorkerConfig, sources: Mapping[str, str] | None = None) -> 
 
 
 def _check_url(name: str, url: str) -> None:
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
+    if not url.startswith(("http://", "https://")):
         msg = f"{name} must be an http(s) URL, got {url!r}"
         raise ConfigError(msg)
+    try:
+        check_http_url(url)  # a host, and a port that is a port
+    except ValueError as exc:
+        msg = f"{name}: {exc}"
+        raise ConfigError(msg) from None

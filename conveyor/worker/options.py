@@ -117,6 +117,10 @@ CRON_OPTIONS = (
     Option("CronLeaseTtl", "cron_lease_ttl", float, 10.0,
            "Seconds the cron leader's lease lasts unrenewed (renewed every quarter of it).",
            0.2, 600),
+    Option("CronSigningKey", "cron_signing_key", str, "",
+           "Secret shared by every daemon of the queue: the cron leader signs its "
+           "scheduled-job messages with it, and unsigned or mismatched ones are deleted "
+           "unposted ('' = unsigned; jobs are then checked against cron.yaml)."),
 )
 
 OPTIONS = EB_OPTIONS + CONVEYOR_OPTIONS + CRON_OPTIONS

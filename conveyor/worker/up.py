@@ -1,8 +1,9 @@
 """`conveyor up`: queue server + worker queue and dead-letter queue + worker daemon, one command.
 
-The server runs as a child process (`python -m conveyor server`); the queues are made
-through the SQS API like any client would; the worker runs in this process. Ctrl-C drains
-the worker first (so nothing is left invisible), then stops the server.
+The server runs as a child process (`conveyor server`); the queues are made through the
+SQS API like any client would; the worker runs in this process once the app answers (so
+"ready" means jobs can flow). Ctrl-C drains the worker first (so nothing is left
+invisible), then stops the server.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ import click
 import orjson
 
 from conveyor import logs
+from conveyor._click import HTTP_URL, PORT, OneLineError
 from conveyor.client import SQSClient
+from conveyor.worker.app_wait import AppNotAnswering, wait_for_app
 from conveyor.worker.child_server import ChildServer, ServerStartError
 from conveyor.worker.cli import click_option
 from conveyor.worker.config import ConfigError, WorkerConfig, load_config
@@ -45,10 +48,14 @@ def _say(text: str, **style: Any) -> None:
 
 
 @click.command("up")
-@click.option("--app", "app_url", metavar="URL", help="Base URL of your app, e.g. "
-              "http://localhost:8000 (each message is POSTed to URL + HttpPath).")
+@click.option("--app", "app_url", metavar="URL", type=HTTP_URL, help="Base URL of your app, "
+              "e.g. http://localhost:8000 (each message is POSTed to URL + HttpPath).")
+@click.option("--app-timeout", type=click.FloatRange(min=0), default=60.0, show_default=True,
+              metavar="SECONDS", help="How long to wait for the app to answer a GET of URL + "
+              "HttpPath (any answer but 502/503/504) before giving up (0: wait for ever).")
 @click.option("--demo", is_flag=True, help="Use a small bundled example app and send demo jobs.")
-@click.option("--port", type=int, default=9324, show_default=True, help="Queue server port.")
+@click.option("--port", type=PORT, default=9324, show_default=True, envvar="CONVEYOR_PORT",
+              help="Queue server port (also CONVEYOR_PORT, as for conveyor server).")
 @click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path),
               default=Path("conveyor-data"), show_default=True, help="Queue server data.")
 @click.option("--queue", "queue_name", default="worker-queue", show_default=True,
@@ -62,9 +69,9 @@ def _say(text: str, **style: Any) -> None:
 @click.option("--scale-latency", type=float, default=10.0, show_default=True,
               help="With --autoscale: acceptable queue latency (s) the fleet is sized for.")
 @_up_options
-def up_command(app_url: str | None, demo: bool, port: int, data_dir: Path, queue_name: str,
-               config_file: Path | None, log_level: str, autoscale: str | None,
-               scale_latency: float, **values: Any) -> None:
+def up_command(app_url: str | None, app_timeout: float, demo: bool, port: int, data_dir: Path,
+               queue_name: str, config_file: Path | None, log_level: str,
+               autoscale: str | None, scale_latency: float, **values: Any) -> None:
     """Run a whole worker environment locally: queue server, queues, worker daemon.
 
     \b
@@ -81,7 +88,7 @@ def up_command(app_url: str | None, demo: bool, port: int, data_dir: Path, queue
     try:
         config = load_config(values, os.environ, config_file)
     except ConfigError as exc:
-        raise click.UsageError(str(exc)) from None
+        raise OneLineError(str(exc)) from None
     scale = None
     if autoscale:
         from conveyor.scale.fleet import up_scaling
@@ -92,8 +99,8 @@ def up_command(app_url: str | None, demo: bool, port: int, data_dir: Path, queue
             raise click.BadParameter(str(exc), param_hint="--autoscale") from None
     logs.setup(log_level)
     try:
-        run_loop(lambda: _up(config, server, queue_name, demo, scale))
-    except ServerStartError as exc:
+        run_loop(lambda: _up(config, server, queue_name, demo, scale, app_timeout))
+    except (ServerStartError, AppNotAnswering) as exc:
         raise click.ClickException(str(exc)) from None
     except KeyboardInterrupt:
         pass
@@ -103,9 +110,13 @@ def up_command(app_url: str | None, demo: bool, port: int, data_dir: Path, queue
 
 
 async def _up(config: WorkerConfig, server: ChildServer, queue_name: str, demo: bool,
-              scale: Any = None) -> None:
+              scale: Any = None, app_timeout_s: float = 60.0) -> None:
     _say(f"conveyor up: starting the queue server on {server.url} (data in {server.data_dir})",
          fg="cyan")
+    # Until the worker takes over the signals: Ctrl-C / SIGTERM while the server starts or
+    # the app is awaited stops here, and the server with it (the finally below).
+    stopping = asyncio.Event()
+    install_signal_handlers(stopping.set)
     await server.start()
     demo_app = DemoApp(lambda line: _say(line, fg="green" if "✓" in line else "yellow"))
     runner = None
@@ -119,9 +130,13 @@ async def _up(config: WorkerConfig, server: ChildServer, queue_name: str, demo: 
                 visibility_timeout_s=config.visibility_timeout,
                 retention_period_s=config.retention_period)
             config = config.replace(worker_queue_url=queues.queue_url)
+            if not demo and not await _wait_for_app(config, app_timeout_s, stopping):
+                return
+            if stopping.is_set():
+                return
             worker = scale(config) if scale else Worker(config)  # --autoscale: a fleet
             install_signal_handlers(worker.stop)
-            _banner(server, queues, config, demo)
+            _banner(server, queues, config, demo, getattr(worker, "status_url", None))
             watch = asyncio.create_task(_watch_server(server, worker))
             demo_task = (asyncio.create_task(_run_demo(sqs, worker, queues, demo_app))
                          if demo else None)
@@ -137,13 +152,42 @@ async def _up(config: WorkerConfig, server: ChildServer, queue_name: str, demo: 
         await asyncio.to_thread(server.stop)
 
 
-def _banner(server: ChildServer, queues: WorkerQueues, config: WorkerConfig, demo: bool) -> None:
+async def _wait_for_app(config: WorkerConfig, timeout_s: float,
+                        stopping: asyncio.Event) -> bool:
+    """True once the app answers; False if stopped first. Raises AppNotAnswering."""
+    def waiting(problem: str) -> None:
+        limit = f"up to {timeout_s:g}s" if timeout_s else "until it does"
+        _say(f"conveyor up: waiting for your app at {config.post_url} to answer ({problem}); "
+             f"the worker starts when it does ({limit})", fg="yellow")
+
+    answered = asyncio.create_task(wait_for_app(config.post_url, timeout_s, waiting))
+    stopped = asyncio.create_task(stopping.wait())
+    try:
+        await asyncio.wait({answered, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (answered, stopped):
+            task.cancel()
+    if not answered.done() or answered.cancelled():
+        return False
+    answered.result()
+    _say(f"conveyor up: your app answers at {config.post_url}", fg="cyan")
+    return True
+
+
+def _banner(server: ChildServer, queues: WorkerQueues, config: WorkerConfig, demo: bool,
+            scale_status_url: str | None = None) -> None:
     _say("conveyor up: ready", fg="cyan", bold=True)
     _say(f"  queue server      {server.url}  (log: {server.log_path})")
     _say(f"  web console       {server.url}/console")
     _say(f"  worker queue      {queues.queue_url}")
     _say(f"  dead-letter queue {queues.dead_letter_url}  (after {config.max_retries} receives)")
     _say(f"  app               {config.post_url}{'  (bundled demo app)' if demo else ''}")
+    if scale_status_url is not None:
+        from conveyor.scale.status import DEFAULT_STATUS_URL
+
+        url_flag = "" if scale_status_url == DEFAULT_STATUS_URL else f" --url {scale_status_url}"
+        _say(f"  autoscaling       conveyor scale status{url_flag}  "
+             f"(metrics: {scale_status_url}/metrics)")
     _say("  send a job:       aws sqs send-message --endpoint-url "
          f"{server.url} --queue-url {queues.queue_url} --message-body '{{\"hello\": 1}}'")
     _say("  stop:             Ctrl-C (drains the worker, then stops the server)", dim=True)

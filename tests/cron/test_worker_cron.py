@@ -81,11 +81,13 @@ def test_conveyor_up_with_a_cron_yaml_reaches_the_app(tmp_path: Path) -> None:
                     str(port), "--data-dir", str(tmp_path / "data"), "--cron", str(cron_file),
                     "--cron-lease-ttl", "1", env=env, stdout=log, stderr=log)
             try:
-                await wait_until(lambda: app.requests, timeout_s=40, what="the periodic POST")
+                # (`conveyor up` GETs the app first, to see that it answers)
+                await wait_until(lambda: [r for r in app.requests if r.method == "POST"],
+                                 timeout_s=40, what="the periodic POST")
             finally:
                 proc.send_signal(signal.SIGINT)
                 await asyncio.wait_for(proc.wait(), 30)
-            posted = app.requests[0]
+            posted = next(r for r in app.requests if r.method == "POST")
             assert (posted.path, posted.body) == ("/audit", b"")
             assert posted.headers["X-Aws-Sqsd-Taskname"] == "audit"
             assert posted.headers["X-Aws-Sqsd-Scheduled-At"].endswith(":00Z")

@@ -135,3 +135,21 @@ def test_port_0_listens_on_a_free_port_and_names_it(tmp_path: Path) -> None:
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def test_keys_and_allow_open_come_from_the_environment_too(monkeypatch) -> None:
+    """A CI service container gets variables, not arguments."""
+    from conveyor.server.cli import _settings, server_command
+    from conveyor.server.config import ConfigError
+
+    monkeypatch.setenv("CONVEYOR_HOST", "0.0.0.0")
+    monkeypatch.setenv("CONVEYOR_ACCESS_KEY", "AKID1:secret1 AKID2:secret2")
+    params = server_command.make_context("server", []).params
+    assert sorted(_settings(None, params)["access_keys"]) == ["AKID1", "AKID2"]
+
+    monkeypatch.delenv("CONVEYOR_ACCESS_KEY")
+    monkeypatch.setenv("CONVEYOR_ALLOW_OPEN", "true")
+    assert _settings(None, server_command.make_context("server", []).params)["allow_open"]
+    monkeypatch.setenv("CONVEYOR_ALLOW_OPEN", "false")
+    with pytest.raises(ConfigError, match="without access keys"):
+        _settings(None, server_command.make_context("server", []).params)

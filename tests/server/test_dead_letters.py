@@ -234,8 +234,9 @@ def test_move_task_cancel(sqs: Any, make_queue: QueueFactory) -> None:
     running = _tasks(sqs, dlq_arn)
     assert running[0]["Status"] == "RUNNING"
     assert running[0]["TaskHandle"] == handle
-    # only one active task per source queue
-    with raises_sqs("AWS.SimpleQueueService.UnsupportedOperation"):
+    # only one active task per source queue: InvalidParameterValue, 400 (LocalStack's
+    # recording of AWS, test_sqs_move_task.snapshot.json, test_start_multiple_move_tasks)
+    with raises_sqs("InvalidParameterValue"):
         sqs.start_message_move_task(SourceArn=dlq_arn, DestinationArn=make_queue.arn_of(dest))
     cancelled = sqs.cancel_message_move_task(TaskHandle=handle)
     assert int(cancelled["ApproximateNumberOfMessagesMoved"]) < 30
@@ -253,14 +254,21 @@ def test_move_task_from_queue_that_is_not_a_dlq(sqs: Any, make_queue: QueueFacto
 
 
 def test_move_task_from_missing_queue(sqs: Any) -> None:
-    # HTTP 400 in today's SQS API reference (the 2023 service model said 404)
-    with raises_sqs("ResourceNotFoundException"):
+    """404, as AWS answered a missing DestinationArn and SourceArn in LocalStack's
+    recordings (test_sqs_move_task.snapshot.json, 2024; today's API reference says 400,
+    but what AWS sends wins)."""
+    with raises_sqs("ResourceNotFoundException", 404) as caught:
         sqs.start_message_move_task(SourceArn=arn("no-such-dlq-anywhere"))
+    assert caught[0].response["Error"]["Message"] == (
+        "The resource that you specified for the SourceArn parameter doesn't exist.")
 
 
 def test_cancel_unknown_move_task(sqs: Any) -> None:
-    with raises_sqs("ResourceNotFoundException"):
+    """A handle that is no task handle (base64, but not of the handle's JSON) is
+    InvalidParameterValue (LocalStack's recording of AWS, test_cancel_with_invalid_task_handle)."""
+    with raises_sqs("InvalidParameterValue") as caught:
         sqs.cancel_message_move_task(TaskHandle="bm90LWEtdGFzay1oYW5kbGU=")
+    assert caught[0].response["Error"]["Message"] == "Value for parameter TaskHandle is invalid."
 
 
 def test_list_move_tasks_of_queue_without_tasks(sqs: Any, make_queue: QueueFactory) -> None:

@@ -302,9 +302,13 @@ def test_fifo_only_attribute_on_standard_queue(strict_sqs: Any) -> None:
 
 def test_fifo_queue_attribute_cannot_change(strict_sqs: Any,
                                             make_strict_queue: QueueFactory) -> None:
+    """LocalStack's recording of AWS (test_set_unsupported_attribute_fifo, 14-11-2023)."""
     url = make_strict_queue(fifo=True)
-    with raises_sqs("InvalidAttributeName"):
+    with raises_sqs("InvalidAttributeValue") as caught:
         strict_sqs.set_queue_attributes(QueueUrl=url, Attributes={"FifoQueue": "false"})
+    assert caught[0].response["Error"]["Message"] == (
+        "Invalid value for the parameter FifoQueue. Reason: Modifying queue type is not "
+        "supported.")
 
 
 @pytest.mark.parametrize("count", [0, 1001, -1])
@@ -423,8 +427,9 @@ def test_purge_queue_in_progress(strict_sqs: Any, make_strict_queue: QueueFactor
     url = make_strict_queue()
     strict_sqs.send_message(QueueUrl=url, MessageBody="x")
     strict_sqs.purge_queue(QueueUrl=url)
-    # HTTP 400 in today's SQS API reference (older pages said 403)
-    with raises_sqs("AWS.SimpleQueueService.PurgeQueueInProgress", 400):
+    # HTTP 403 as AWS sends it (LocalStack's recording of AWS, test_successive_purge_calls_fail,
+    # 14-11-2023, both protocols), not the 400 of today's API reference
+    with raises_sqs("AWS.SimpleQueueService.PurgeQueueInProgress", 403):
         strict_sqs.purge_queue(QueueUrl=url)
     other = make_strict_queue()  # the cool-down is per queue
     strict_sqs.purge_queue(QueueUrl=other)

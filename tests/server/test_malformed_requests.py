@@ -167,6 +167,9 @@ def _check(resp: RawResponse, protocol: str, what: str) -> None:
         assert isinstance(body, dict) and body.get("__type"), f"{what}: {body}"
     else:
         root = strip_ns(resp.xml())
+        if root.tag == "UnknownOperationException":  # no action: AWS's bare 404
+            assert resp.status == 404, what
+            return
         assert root.tag == "ErrorResponse" and root.findtext("Error/Code"), (
             f"{what}: {resp.body[:300]!r}")
 

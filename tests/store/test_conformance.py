@@ -87,8 +87,11 @@ def test_messages_move_oldest_first(kind: str, tmp_path: Path) -> None:
         assert source
         await sqs.call("StartMessageMoveTask", SourceArn=await sqs.arn(dlq),
                        DestinationArn=await sqs.arn(target), MaxNumberOfMessagesPerSecond=1)
-        await sqs.service.run_move_tasks(CTX)  # one message a step at this rate
+        await sqs.service.run_move_tasks(CTX)  # one message at once at this rate
         assert await sqs.bodies(target) == ["sent-first"]
+        await sqs.service.run_move_tasks(CTX)  # the next one only a second later
+        assert await sqs.bodies(target) == []
+        sqs.advance(1)
         await sqs.service.run_move_tasks(CTX)
         assert await sqs.bodies(target) == ["stored-first"]
 
@@ -663,5 +666,41 @@ def test_switching_a_fifo_queue_to_high_throughput_keeps_delivering(kind: str,
         await sqs.send(url, "a3", MessageGroupId="a", MessageDeduplicationId="x")
         await sqs.send(url, "a3-again", MessageGroupId="a", MessageDeduplicationId="x")
         assert await sqs.bodies(url, 10) == ["a0", "a1", "a2", "a3", "b0"]
+
+    run(kind, tmp_path, scenario)
+
+
+# --- the console's delete of unreceived messages -----------------------------------------------
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_message_no_receipt_names_is_dropped_and_a_received_one_left(
+        kind: str, tmp_path: Path) -> None:
+    """The console deletes a message never received (or a dead letter not received since
+    it landed) by its place, not a receipt; one received between the operator's look and
+    the click stays with its receiver."""
+    async def scenario(sqs: Sqs) -> None:
+        service = sqs.service
+        dlq = await sqs.create("dlq")
+        url = await sqs.create("q", **_redrive(await sqs.arn(dlq), 1))
+        await sqs.send(url, "fresh")
+        queue = await service.queue(CTX, url)
+        [(fresh, _)] = await service.peek(queue, 10)
+        assert fresh.receipt is None
+        assert await service.drop_unreceived(queue, [fresh], "ops") == [fresh.message_id]
+        assert await sqs.counts(url) == (0, 0, 0)
+
+        await sqs.send(url, "taken")
+        [(looked, _)] = await service.peek(queue, 10)
+        [got] = await sqs.receive(url, VisibilityTimeout=0)  # received after the look
+        assert await service.drop_unreceived(queue, [looked], "ops") == []
+        assert await sqs.counts(url) == (1, 0, 0)
+
+        assert await sqs.bodies(url, VisibilityTimeout=0) == []  # dead-lettered
+        dead = await service.queue(CTX, dlq)
+        [(letter, _)] = await service.peek(dead, 10)
+        assert letter.message_id == got["MessageId"] and letter.receipt is None
+        assert await service.drop_unreceived(dead, [letter], "ops") == [letter.message_id]
+        assert await sqs.counts(dlq) == (0, 0, 0)
 
     run(kind, tmp_path, scenario)

@@ -16,7 +16,7 @@ def plot(trace: Trace, results: Sequence[SimResult], path: Path) -> Path:
     try:
         import matplotlib
     except ImportError as exc:
-        msg = "plots need matplotlib: pip install 'conveyor[sim]'"
+        msg = "plots need matplotlib: pip install 'conveyor-sqs[sim]'"
         raise RuntimeError(msg) from exc
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
