@@ -41,6 +41,8 @@ EXTENSIONS = {leases.TARGET_PREFIX: frozenset(leases.ACTIONS),
 EXPIRE_EVERY_S = 5.0
 MOVE_EVERY_S = 0.2
 SKEW_EVERY_S = 10.0
+SAMPLE_EVERY_S = 60.0  # the console's charts hold a point a minute
+SAMPLED_QUEUES = 200  # the most recently active queues whose oldest message is sampled
 
 
 @dataclass
@@ -81,7 +83,7 @@ class App:
     def __init__(self, service: Service, settings: ServerSettings) -> None:
         self.service = service
         self.settings = settings
-        self.metrics = ServerMetrics(service.store_figures)
+        self.metrics = ServerMetrics(service.store_figures, service.activity.totals)
         self.waiters = Waiters()
         self.service.wakeups = self.waiters  # sends, releases and other nodes wake long polls
         self._tasks: list[asyncio.Task[None]] = []
@@ -97,7 +99,8 @@ class App:
     def start(self) -> None:
         self._tasks = [asyncio.create_task(self._every(EXPIRE_EVERY_S, self._expire)),
                        asyncio.create_task(self._every(MOVE_EVERY_S, self._move)),
-                       asyncio.create_task(self._every(SKEW_EVERY_S, self._follow_skew))]
+                       asyncio.create_task(self._every(SKEW_EVERY_S, self._follow_skew)),
+                       asyncio.create_task(self._every(SAMPLE_EVERY_S, self._sample))]
 
     def stop(self) -> None:
         """Stop sweeping; answer parked long polls now (empty) so clients move on."""
@@ -115,6 +118,9 @@ class App:
                 pass
             except Exception:  # a supervisor loop: log and carry on
                 log.exception("background job %s failed", job.__name__)
+
+    async def _sample(self) -> None:
+        await self.service.sample_oldest_ages(SAMPLED_QUEUES)
 
     async def _follow_skew(self) -> None:
         self.service.follow_store_clock()

@@ -15,6 +15,7 @@ from prometheus_client.core import (
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
+from conveyor.service.activity import KINDS
 from conveyor.service.leases import ACTIONS
 from conveyor.sqs.shapes import operation_names
 
@@ -88,16 +89,40 @@ class _StoreFigures(Collector):
             yield CounterMetricFamily(name, text, value=value)
 
 
+# Each queue's messages (region, name, [sent, received, deleted]) since this node began
+# counting it: the service's Activity.totals.
+Totals = Callable[[], list[tuple[str, str, list[int]]]]
+
+
+class _QueueActivity(Collector):
+    """Messages sent, received and deleted per queue, counted where the service does them
+    (the console's charts read the same counts)."""
+
+    def __init__(self, totals: Totals) -> None:
+        self.totals = totals
+
+    def collect(self) -> Iterator[Metric]:
+        families = [CounterMetricFamily(f"conveyor_queue_messages_{kind}",
+                                        f"Messages {kind} per queue (bounded: the most "
+                                        "recently active queues).", labels=["region", "queue"])
+                    for kind in KINDS]
+        for region, name, counts in self.totals():
+            for family, count in zip(families, counts, strict=True):
+                family.add_metric([region, name], count)
+        yield from families
+
+
 def _bound(bound: float) -> str:
     return "+Inf" if bound == float("inf") else repr(float(bound))
 
 
 class ServerMetrics:
-    def __init__(self, store_figures: Figures) -> None:
+    def __init__(self, store_figures: Figures, queue_totals: Totals = list) -> None:
         self.registry = CollectorRegistry()
         self.requests = _RequestStats()  # requests.observe(action, outcome, seconds)
         self.registry.register(self.requests)
         self.registry.register(_StoreFigures(store_figures))
+        self.registry.register(_QueueActivity(queue_totals))
         self.messages = Gauge(
             "conveyor_queue_messages", "Messages per queue by state (visible, in_flight, delayed).",
             ["region", "queue", "state"], registry=self.registry)

@@ -13,6 +13,7 @@ import orjson
 
 from conveyor.clock import Clock
 from conveyor.service import rules, validate
+from conveyor.service.activity import Activity
 from conveyor.service.context import RequestContext
 from conveyor.sqs.errors import InvalidParameterValue, QueueDoesNotExist
 from conveyor.sqs.limits import Limits
@@ -45,6 +46,7 @@ class ServiceBase:
         self.account_id = account_id
         self.log = logging.getLogger("conveyor.service")
         self.wakeups = Wakeups()
+        self.activity = Activity()  # per-queue sent/received/deleted, the last hour
         # Word from other nodes sharing the store goes to this node's parked long polls.
         store.on_remote_ready = lambda queue_id, count: self.wakeups.notify(queue_id, count)
         store.on_remote_missed = lambda: self.wakeups.notify_all()
@@ -104,6 +106,33 @@ class ServiceBase:
             now_ms = self.clock.now_ms()
         return rules.counts(await self.store.tally(queue, now_ms,
                                                    rules.retention_cutoff_ms(queue, now_ms)))
+
+    def counted(self, queue: QueueRecord, kind: int, n: int, now_ms: int | None = None) -> None:
+        """`n` messages of the queue were sent / received / deleted (activity.py)."""
+        if n:
+            self.activity.count(queue.id, queue.region, queue.name, kind, n,
+                                self.clock.now_ms() if now_ms is None else now_ms)
+
+    async def sample_oldest_ages(self, limit: int) -> None:
+        """Note the age of the oldest message waiting in each of the `limit` most recently
+        active queues (the server does so once a minute, for the console's charts)."""
+        for queue_id in self.activity.active(limit):
+            queue = await self.store.get_queue_by_id(queue_id)
+            if queue is None:
+                self.activity.forget(queue_id)
+            else:
+                await self.sample_oldest_age(queue)
+
+    async def sample_oldest_age(self, queue: QueueRecord) -> None:
+        """Note the age of the queue's oldest message waiting to be received (the first
+        that a move would take), if the queue is one whose activity is kept."""
+        if not self.activity.tracks(queue.id):
+            return
+        now_ms = self.clock.now_ms()
+        oldest = await self.store.movable(queue, 1, now_ms,
+                                          rules.retention_cutoff_ms(queue, now_ms))
+        self.activity.sample_oldest(
+            queue.id, (now_ms - oldest[0].sent_ms) // 1000 if oldest else 0, now_ms)
 
     def on_ready(self, queue: QueueRecord, count: int) -> None:
         """`count` messages of the queue became receivable: wake this node's long polls,

@@ -14,12 +14,12 @@ import orjson
 
 from conveyor.ids import UuidSequence
 from conveyor.service import rules, validate
+from conveyor.service.activity import DELETED, RECEIVED, SENT
 from conveyor.service.base import ServiceBase
 from conveyor.service.context import RequestContext, parse_arn
 from conveyor.sqs.errors import (
     BatchRequestTooLong,
     InvalidParameterValue,
-    MessageNotInflight,
     MissingParameter,
     ReceiptHandleIsInvalid,
     SqsError,
@@ -27,7 +27,6 @@ from conveyor.sqs.errors import (
 )
 from conveyor.sqs.md5 import md5_of_attributes, md5_of_body
 from conveyor.store.base import (
-    NOT_IN_FLIGHT,
     OK,
     STALE,
     Handle,
@@ -72,6 +71,7 @@ class MessageActions(ServiceBase):
         message = self._new_message(ctx, queue, req, now_ms)
         [sent] = await self.store.send(queue, [message], now_ms, self._dedup_ms)
         self._announce(queue, [message], [sent.duplicate])
+        self.counted(queue, SENT, 0 if sent.duplicate else 1, now_ms)
         return self._sent_entry(queue, message, sent.message_id, sent.seq)
 
     async def send_message_batch(self, ctx: RequestContext, req: Request) -> dict[str, Any]:
@@ -87,6 +87,8 @@ class MessageActions(ServiceBase):
             raise BatchRequestTooLong(
                 f"Batch requests cannot be longer than {self.limits.max_batch_bytes} bytes. "
                 f"You have sent {total} bytes.")
+        if queue.fifo:
+            self._check_fifo_batch(queue, entries)
         now_ms = self.clock.now_ms()
         failed, ready = [], []
         for entry in entries:
@@ -96,9 +98,24 @@ class MessageActions(ServiceBase):
                 failed.append(_failure(entry["Id"], error))
         results = await self.store.send(queue, [m for _, m in ready], now_ms, self._dedup_ms)
         self._announce(queue, [m for _, m in ready], [r.duplicate for r in results])
+        self.counted(queue, SENT, sum(not r.duplicate for r in results), now_ms)
         successful = [{"Id": entry_id, **self._sent_entry(queue, m, r.message_id, r.seq)}
                       for (entry_id, m), r in zip(ready, results, strict=True)]
         return batch_result(successful, failed)
+
+    @staticmethod
+    def _check_fifo_batch(queue: QueueRecord, entries: list[Request]) -> None:
+        """A FIFO batch with an entry lacking its group, or its deduplication id on a queue
+        without content-based deduplication, fails whole, as recorded from AWS (LocalStack's
+        test_send_batch_missing_message_group_id_for_fifo_queue and ..._missing_
+        deduplication_id_for_fifo_queue: InvalidParameterValue, HTTP 400, nothing sent)."""
+        if any(e.get("MessageGroupId") is None for e in entries):
+            raise InvalidParameterValue("The request must contain the parameter MessageGroupId.")
+        if queue.attributes.get("ContentBasedDeduplication") != "true" and any(
+                e.get("MessageDeduplicationId") is None for e in entries):
+            raise InvalidParameterValue(
+                "The queue should either have ContentBasedDeduplication enabled or "
+                "MessageDeduplicationId provided explicitly")
 
     @property
     def _dedup_ms(self) -> int:
@@ -143,6 +160,11 @@ class MessageActions(ServiceBase):
         if delay is None:
             return int(queue.attributes["DelaySeconds"])
         if queue.fifo:
+            # 0 is taken (the queue's delay then applies): LocalStack's AWS-validated
+            # test_send_message_with_delay_0_works_for_fifo; any other value is refused
+            # (its recording test_fifo_queue_send_message_with_delay_seconds_fails).
+            if delay == 0:
+                return int(queue.attributes["DelaySeconds"])
             raise invalid_value(delay, "DelaySeconds", "The request include parameter that is "
                                 "not valid for this queue type.")
         if not 0 <= delay <= self.limits.max_delay_s:
@@ -238,9 +260,18 @@ class MessageActions(ServiceBase):
             if replay and replay[0] > now_ms:
                 return replay[1]
         queue = await self.queue(ctx, plan.queue.name)
+        moved_before = 0
         redrive = await self._redrive_for(ctx, queue)
         stored = await receive_from(self.store, queue, plan.max_messages, plan.visibility_ms,
                                     now_ms, redrive)
+        while (redrive and not stored and len(redrive.moved) > moved_before
+               and redrive.dead_letter_queue_id != queue.id):
+            # Every message claimed went to the dead-letter queue: the receive looks again
+            # rather than answer empty (or park a long poll) while messages are visible.
+            # (A queue that is its own dead-letter queue would find the same ones again.)
+            moved_before = len(redrive.moved)
+            stored = await receive_from(self.store, queue, plan.max_messages,
+                                        plan.visibility_ms, now_ms, redrive)
         if redrive and redrive.moved:
             dlq = await self.store.get_queue_by_id(redrive.dead_letter_queue_id)
             for message_id in redrive.moved:
@@ -250,6 +281,7 @@ class MessageActions(ServiceBase):
                                      "dead_letter_queue": dlq.name if dlq else None})
             if dlq is not None:
                 self.on_ready(dlq, len(redrive.moved))
+        self.counted(queue, RECEIVED, len(stored), now_ms)
         messages = [self._message_out(ctx, queue, m, plan) for m in stored]
         if self.log.isEnabledFor(logging.DEBUG):
             for m in stored:
@@ -355,9 +387,26 @@ class MessageActions(ServiceBase):
         outcomes = await self.store.delete(queue, self._touched(queue, handles),
                                            rules.delete_in_flight_after_ms(
                                                queue, self.clock.now_ms()))
-        if queue.fifo and OK in outcomes:
-            self.on_ready(queue, outcomes.count(OK))  # the next message of a group is free
+        deleted = outcomes.count(OK)  # "gone" too: a delete repeated counts again
+        self.counted(queue, DELETED, deleted)
+        if queue.fifo and deleted:
+            self.on_ready(queue, deleted)  # the next message of a group is free
         return outcomes
+
+    async def drop_unreceived(self, queue: QueueRecord, messages: list[StoredMessage],
+                              by: str) -> list[str]:
+        """Delete messages that no receipt can name (never received since they arrived in
+        this queue: fresh ones, dead letters since they landed), for the console's delete;
+        not an SQS action, so no client reaches it. One received meanwhile is left to its
+        receiver. The ids of those deleted, each logged with `by` (who asked)."""
+        gone = set(await self.store.drop(queue, [m.seq for m in messages]))
+        dropped = [m.message_id for m in messages if m.seq in gone]
+        self.counted(queue, DELETED, len(dropped))
+        for message_id in dropped:
+            self.log.info("deleted unreceived message %s of %s for %s", message_id, queue.name,
+                          by, extra={"message_id": message_id, "queue": queue.name,
+                                     "access_key": by})
+        return dropped
 
     async def delete_message_batch(self, ctx: RequestContext, req: Request) -> dict[str, Any]:
         queue = await self.queue(ctx, req["QueueUrl"])
@@ -405,8 +454,6 @@ class MessageActions(ServiceBase):
         if outcome == STALE:
             raise invalid_value(req["ReceiptHandle"], "ReceiptHandle", "Message does not exist "
                                 "or is not available for visibility timeout change.")
-        if outcome == NOT_IN_FLIGHT:
-            raise MessageNotInflight()
         if req["VisibilityTimeout"] == 0:
             self.on_ready(queue, 1)
         else:  # parked receivers planned their sleep with the old visibility
@@ -456,7 +503,7 @@ async def receive_from(store: Store, queue: QueueRecord, max_messages: int, visi
     """Claim up to `max_messages` messages and decide each one's fate (rules.py): returned,
     or moved to the dead-letter queue. The receive primitive of every store."""
     async with store.claim(queue, max_messages, now_ms, rules.retention_cutoff_ms(queue, now_ms),
-                           now_ms + visibility_ms, rules.FIFO_SCAN) as claim:
+                           now_ms + visibility_ms, rules.picking()) as claim:
         taken = claim.messages
         spent = rules.spent(taken, redrive.max_receive_count) if redrive and taken else []
         if spent:
@@ -473,7 +520,7 @@ async def change_visibility_in(store: Store, queue: QueueRecord, handles: list[H
                                now_ms: int) -> list[str]:
     """Each handle's outcome (rules.visibility_outcome), the OK ones applied at once."""
     async with store.hold(queue, [h.seq for h in handles]) as held:
-        outcomes = [rules.visibility_outcome(h.token, held.found.get(h.seq), now_ms)
+        outcomes = [rules.visibility_outcome(queue, h.token, held.found.get(h.seq))
                     for h in handles]
         changes = [(h.seq, h.visible_at_ms) for h, outcome in zip(handles, outcomes, strict=True)
                    if outcome == OK]

@@ -77,6 +77,7 @@ class QueueActions(ServiceBase):
         queue = await self.queue(ctx, req["QueueUrl"])
         await self.store.delete_queue(queue, self.clock.now_s())
         self.forget(queue)
+        self.activity.forget(queue.id)
         self.on_ready(queue, 1 << 30)  # parked long polls answer now (QueueDoesNotExist)
         self.log.info("deleted queue %s in %s", queue.name, ctx.region)
         return {}

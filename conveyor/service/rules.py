@@ -14,12 +14,20 @@ the ten messages it returns), the rule gives the store a number to compare with,
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
-from conveyor.store.base import NOT_IN_FLIGHT, OK, STALE, Counts, QueueRecord, StoredMessage
+from conveyor.store.base import OK, STALE, Counts, QueueRecord, StoredMessage
 
-# As SQS does, a FIFO receive looks for available groups among the queue's first 120,000
-# messages only: a backlog in one group holds back groups sent after it.
+# How many visible messages a FIFO receive walks, at most, looking for available groups:
+# SQS "looks through the first 120,000 messages to determine available message groups"
+# (SQS Developer Guide, FIFO queue quotas), so a backlog in a held group holds back groups
+# found after it.
 FIFO_SCAN = 120_000
+
+# How many message groups a fair (standard-queue) receive visits, at most, before it falls
+# back to the oldest visible messages: groups whose messages are all in flight cost a look
+# each, so the walk is bounded however many tenants a queue has.
+FAIR_GROUPS = 100
 
 # --- retention -------------------------------------------------------------------------------
 
@@ -85,15 +93,25 @@ def spent(messages: Iterable[StoredMessage], max_receive_count: int) -> list[Sto
     return [m for m in messages if m.receive_count > max_receive_count]
 
 
-def visibility_outcome(token: str, found: tuple[str | None, int] | None, now_ms: int) -> str:
+def visibility_outcome(queue: QueueRecord, token: str,
+                       found: tuple[str | None, int] | None) -> str:
     """What ChangeMessageVisibility does with a handle, given the message's (latest
-    receipt, visible_at), or None when it is gone: OK (change it), STALE (the handle is
-    not the latest receive's, or the message is gone: ReceiptHandleIsInvalid) or
-    NOT_IN_FLIGHT (its visibility already ran out: MessageNotInflight)."""
-    if found is None or found[0] != token:
+    receipt, visible_at), or None when it is gone: OK (change it) or STALE (the message is
+    gone, or on a FIFO queue the handle is not its latest receive's: "Message does not
+    exist or is not available for visibility timeout change").
+
+    As real AWS does (LocalStack's AWS-validated tests in tests/aws/services/sqs/test_sqs.py):
+    a handle whose visibility ran out still changes it while nobody received the message
+    again (test_change_message_visibility_after_visibility_timeout_expiration answers 200,
+    test_extend_message_visibility_timeout_set_in_queue); on a standard queue a handle from
+    an earlier receive changes it too (test_terminate_visibility_timeout_after_receive:
+    the first receive's handle with VisibilityTimeout=0 makes a message received again
+    visible at once). A store keeps only the latest receipt, so on a standard queue any
+    handle of a message received at least once is taken as one of its handles."""
+    if found is None or found[0] is None:
         return STALE
-    if found[1] <= now_ms:
-        return NOT_IN_FLIGHT
+    if queue.fifo and found[0] != token:
+        return STALE
     return OK
 
 
@@ -104,10 +122,77 @@ def delete_in_flight_after_ms(queue: QueueRecord, now_ms: int) -> int | None:
     return now_ms if queue.fifo else None
 
 
-# FIFO group availability (written in each SQL store's claim, as the one filter it is):
-# among the queue's first FIFO_SCAN messages in order, a visible, live message is a
-# candidate unless its group has a message IN_FLIGHT (state above). Candidates come out
-# in sequence order.
+# --- FIFO groups -------------------------------------------------------------------------------
+#
+# What recordings of real AWS show (LocalStack's AWS-validated tests test_fifo_receive_message_*
+# and test_fifo_message_group_visibility_*, tests/aws/services/sqs/test_sqs.py):
+# - a group is available while its first live message (its head, by sequence) is visible;
+#   the messages behind a head in flight wait, whatever their own visibility;
+# - a receive takes as many messages as it can from one available group, in order, while
+#   they are visible, then moves to the next group ("Amazon SQS first attempts to return as
+#   many messages with the same message group ID as possible", SQS Developer Guide);
+# - available groups come in the order their heads became visible (a head never received
+#   became visible when it was sent): a group released by a visibility change, a
+#   VisibilityTimeout=0 receive or an expiry goes behind the groups that were waiting, and
+#   one released by deleting its head takes the place its next message's send gave it.
+# So one `visible_at` per message decides it all: a store walks the visible, live messages
+# of the queue in (visible_at, seq) order, each with its group's head seq, and the rules
+# below pick the groups and their runs.
+
+
+def fifo_groups(walk: Iterable[tuple[int, str, int, int | None]],
+                limit: int) -> list[tuple[str, int]]:
+    """The available groups, first first, as (group id, head seq), at most `limit` (each
+    gives a receive at least one message): from a walk of visible, live messages in
+    (visible_at, seq) order, each as (seq, group id, visible_at, its group's head seq), the
+    messages that are their group's head. A store may stop its walk once `limit` groups are
+    found; it stops anyway after FIFO_SCAN messages."""
+    found: list[tuple[str, int]] = []
+    for seq, group_id, _, head_seq in walk:
+        if seq == head_seq:
+            found.append((group_id, seq))
+            if len(found) == limit:
+                break
+    return found
+
+
+def fifo_run(run: Iterable[tuple[int, int]], now_ms: int) -> list[int]:
+    """Of one available group's live messages from its head on, in order, as (seq,
+    visible_at), those a receive takes: each while every one before it is visible too (one
+    in flight holds back those behind it)."""
+    taken = []
+    for seq, visible_at_ms in run:
+        if visible_at_ms > now_ms:
+            break
+        taken.append(seq)
+    return taken
+
+
+# --- fair queues (standard queues with message groups) ----------------------------------------
+#
+# SQS fair queues (July 2025): on a standard queue, messages that carry a MessageGroupId are
+# delivered so that a group with a big backlog (a noisy tenant) does not hold back the
+# others. Conveyor's rule: a receive visits the groups that have visible messages in turn,
+# starting after the group the queue's previous receive visited last (group ids in order,
+# wrapping round), at most FAIR_GROUPS of them, and deals their oldest visible messages
+# round-robin, one from each group, then a second from each, up to MaxNumberOfMessages; what
+# is left is filled with the queue's oldest visible messages (those without a group
+# included). So any group with a visible message gets one within ceil(groups / 10) receives
+# of 10, however deep another group's backlog.
+
+
+def fair_deal(runs: list[list[int]], limit: int) -> list[int]:
+    """Deal the groups' messages (each group's oldest first) round-robin, up to `limit`."""
+    dealt: list[int] = []
+    depth = 0
+    while len(dealt) < limit:
+        row = [run[depth] for run in runs if len(run) > depth]
+        if not row:
+            break
+        dealt.extend(row[:limit - len(dealt)])
+        depth += 1
+    return dealt
+
 
 # --- moving (StartMessageMoveTask) ---------------------------------------------------------------
 
@@ -124,3 +209,28 @@ def may_move(message_queue_id: int, destination_queue_id: int) -> bool:
     count and leave it to be found again by the same task forever (a dead-letter queue
     may name itself as its own)."""
     return message_queue_id != destination_queue_id
+
+
+@dataclass(frozen=True, slots=True)
+class Picking:
+    """The rules a store's claim applies to choose messages (store.base.Picking): handed
+    to the store with each claim, so that stores never import the service."""
+
+    fifo_scan: int
+    fair_groups: int
+
+    def fifo_groups(self, walk: Iterable[tuple[int, str, int, int | None]],
+                    limit: int) -> list[tuple[str, int]]:
+        return fifo_groups(walk, limit)
+
+    def fifo_run(self, run: Iterable[tuple[int, int]], now_ms: int) -> list[int]:
+        return fifo_run(run, now_ms)
+
+    def fair_deal(self, runs: list[list[int]], limit: int) -> list[int]:
+        return fair_deal(runs, limit)
+
+
+def picking() -> Picking:
+    """The claim rules with today's bounds (read at each call: tests lower them)."""
+    return Picking(FIFO_SCAN, FAIR_GROUPS)
+

@@ -8,7 +8,7 @@ each state change atomic and durable, each in its engine's best way. Times are p
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -110,6 +110,30 @@ OK, STALE, NOT_IN_FLIGHT = "ok", "stale", "not_in_flight"
 Tally = dict[tuple[bool, bool], int]
 
 
+class Picking(Protocol):
+    """How a claim chooses among its candidates: the service's rules (service/rules.py),
+    handed in with each claim. A store supplies what its engine finds fastest (a walk of
+    the visible grouped messages with each group's head, a group's run, each group's
+    oldest visible messages) and takes what these return."""
+
+    fifo_scan: int  # a FIFO walk stops after this many messages
+    fair_groups: int  # a fair receive visits at most this many groups
+
+    def fifo_groups(self, walk: Iterable[tuple[int, str, int, int | None]],
+                    limit: int) -> list[tuple[str, int]]:
+        """From (seq, group id, visible_at, head seq) in (visible_at, seq) order, the
+        available groups as (group id, head seq), first first."""
+        ...
+
+    def fifo_run(self, run: Iterable[tuple[int, int]], now_ms: int) -> list[int]:
+        """From a group's (seq, visible_at) from its head on, the seqs to take."""
+        ...
+
+    def fair_deal(self, runs: list[list[int]], limit: int) -> list[int]:
+        """From each visited group's oldest visible seqs, the seqs to take, in order."""
+        ...
+
+
 class Claim(Protocol):
     """What a receive took, locked until the claim's block ends: `messages`, in the order
     to return them, already received (in flight until the claim's visible-at time, their
@@ -194,11 +218,12 @@ class Store(Protocol):
     async def send(self, queue: QueueRecord, messages: list[NewMessage], now_ms: int,
                    dedup_ms: int) -> list[SentMessage]: ...
     def claim(self, queue: QueueRecord, max_messages: int, now_ms: int, cutoff_ms: int,
-              visible_at_ms: int, fifo_scan: int) -> AbstractAsyncContextManager[Claim]:
+              visible_at_ms: int, picking: Picking) -> AbstractAsyncContextManager[Claim]:
         """Take up to `max_messages` messages that are visible at `now_ms` and were sent
         after `cutoff_ms`, as received, until `visible_at_ms`: a standard queue's due
-        first, a FIFO queue's in order among its first `fifo_scan`, skipping groups with
-        a live message in flight. Receivers elsewhere skip what a claim holds."""
+        first (dealt fairly across message groups when it has grouped messages), a FIFO
+        queue's by group as `picking` chooses. Receivers elsewhere skip what a claim
+        holds."""
         ...
     async def delete(self, queue: QueueRecord, handles: list[Handle],
                      in_flight_after_ms: int | None = None) -> list[str]:
@@ -206,10 +231,18 @@ class Store(Protocol):
         `in_flight_after_ms`, whose visibility lasts past it): OK if it was deleted or is
         gone, STALE if it is still there."""
         ...
+    async def drop(self, queue: QueueRecord, seqs: list[int]) -> list[int]:
+        """Delete the queue's messages of these seqs that have no receipt (not received
+        since they arrived in this queue, so no DeleteMessage can name them); the seqs
+        that went. A message received meanwhile is left to its receiver."""
+        ...
     def hold(self, queue: QueueRecord, seqs: list[int]) -> AbstractAsyncContextManager[Held]:
         """Lock the queue's messages of these seqs for a change of visibility."""
         ...
-    async def purge(self, queue: QueueRecord, now_ms: int) -> None: ...
+    async def purge(self, queue: QueueRecord, now_ms: int) -> None:
+        """Delete the messages sent up to `now_ms` and forget the queue's deduplication
+        ids (LocalStack's AWS-validated test_purge_queue_clears_fifo_deduplication_cache)."""
+        ...
     async def tally(self, queue: QueueRecord, now_ms: int, cutoff_ms: int) -> Tally:
         """How many messages sent after `cutoff_ms` are (due, received) at `now_ms`."""
         ...

@@ -17,7 +17,9 @@ messages, and at close. At start-up every journal newer than the applied generat
 replayed and checkpointed. So SQLite holds every message older than the last checkpoint,
 memory the rest, and nothing is in both.
 
-FIFO queues keep using SQLite directly: their order, groups and deduplication are SQL.
+FIFO queues keep using SQLite directly: their order, groups and deduplication are SQL. So
+do standard-queue messages sent with a MessageGroupId (a fair queue's): a fair receive
+deals them by group through SQLite's group index, and their group is kept there.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from conveyor.store.base import (
     STALE,
     Handle,
     NewMessage,
+    Picking,
     QueueRecord,
     SentMessage,
     StoredMessage,
@@ -274,6 +277,8 @@ class JournaledStore(SqliteStore):
                    dedup_ms: int) -> list[SentMessage]:
         if queue.fifo:
             return await super().send(queue, messages, now_ms, dedup_ms)
+        if any(m.group_id is not None for m in messages):
+            return await self._send_grouped(queue, messages, now_ms, dedup_ms)
         seqs = [self._next_seq() for _ in messages]
         self._record([["s", queue.id, [
             (seq, m.message_id, m.body, m.md5_body, m.attributes, m.md5_attributes, m.system,
@@ -283,15 +288,27 @@ class JournaledStore(SqliteStore):
             self._checkpoint_soon()
         return [SentMessage(m.message_id, seq) for seq, m in zip(seqs, messages, strict=True)]
 
+    async def _send_grouped(self, queue: QueueRecord, messages: list[NewMessage], now_ms: int,
+                            dedup_ms: int) -> list[SentMessage]:
+        """Messages with a MessageGroupId (a fair queue's) go to SQLite, group and all: a
+        fair receive deals them by group through SQLite's group index. The rest of the
+        batch stays on the fast path."""
+        grouped = [m for m in messages if m.group_id is not None]
+        plain = [m for m in messages if m.group_id is None]
+        stored = iter(await SqliteStore.send(self, queue, grouped, now_ms, dedup_ms))
+        self._sqlite_idle_until.pop(queue.id, None)
+        held = iter(await self.send(queue, plain, now_ms, dedup_ms) if plain else [])
+        return [next(stored) if m.group_id is not None else next(held) for m in messages]
+
     def claim(self, queue: QueueRecord, max_messages: int, now_ms: int, cutoff_ms: int,
-              visible_at_ms: int, fifo_scan: int) -> Any:
+              visible_at_ms: int, picking: Picking) -> Any:
         """SQLite's messages first (they are older), then a scan of memory; no await
         between the scan and its journal record."""
         if queue.fifo:
             return super().claim(queue, max_messages, now_ms, cutoff_ms, visible_at_ms,
-                                 fifo_scan)
+                                 picking)
         return _JournalClaim(self, queue, max_messages, now_ms, cutoff_ms, visible_at_ms,
-                             fifo_scan)
+                             picking)
 
     def _sqlite_next_visible(self, queue_id: int) -> int:
         """When SQLite's first message of the queue becomes visible (read at once, with no
@@ -398,6 +415,10 @@ class JournaledStore(SqliteStore):
         await self._checkpoint()
         return await super().peek(queue, limit, cutoff_ms)
 
+    async def drop(self, queue: QueueRecord, seqs: list[int]) -> list[int]:
+        await self._checkpoint()  # rare (an operator's click): SQLite then holds them all
+        return await super().drop(queue, seqs)
+
     async def movable(self, queue: QueueRecord, limit: int, now_ms: int,
                       cutoff_ms: int) -> list[StoredMessage]:
         await self._checkpoint()
@@ -418,14 +439,14 @@ class _JournalClaim:
     __slots__ = ("store", "queue", "args", "inner", "in_memory", "messages")
 
     def __init__(self, store: JournaledStore, queue: QueueRecord, max_messages: int,
-                 now_ms: int, cutoff_ms: int, visible_at_ms: int, fifo_scan: int) -> None:
+                 now_ms: int, cutoff_ms: int, visible_at_ms: int, picking: Picking) -> None:
         self.store, self.queue = store, queue
-        self.args = (max_messages, now_ms, cutoff_ms, visible_at_ms, fifo_scan)
+        self.args = (max_messages, now_ms, cutoff_ms, visible_at_ms, picking)
         self.inner: Any = None
 
     async def __aenter__(self) -> _JournalClaim:
         store, queue = self.store, self.queue
-        max_messages, now_ms, cutoff_ms, visible_at_ms, fifo_scan = self.args
+        max_messages, now_ms, cutoff_ms, visible_at_ms, _ = self.args
         self.messages = []
         if store._sqlite_idle_until.get(queue.id, 0) <= now_ms:
             self.inner = SqliteStore.claim(store, queue, *self.args)

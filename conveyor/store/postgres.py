@@ -36,6 +36,7 @@ from conveyor.store.base import (
     LeaseRecord,
     MoveTaskRecord,
     NewMessage,
+    Picking,
     QueueRecord,
     SentMessage,
     StoredMessage,
@@ -156,6 +157,13 @@ CREATE TABLE conveyor_workers (
 -- Retention sweeps find a queue's old messages, and move tasks its oldest, without
 -- reading its backlog.
 CREATE INDEX conveyor_messages_sent ON conveyor_messages (queue_id, sent_ms);
+"""), (6, """
+-- A FIFO group's head and run: a group's messages in order. The walk that finds available
+-- groups reads the visible ones in (visible_at, seq) order.
+CREATE INDEX conveyor_messages_group_seq ON conveyor_messages (queue_id, group_id, seq)
+    INCLUDE (visible_at, sent_ms) WHERE group_id IS NOT NULL;
+CREATE INDEX conveyor_messages_ready_seq ON conveyor_messages (queue_id, visible_at, seq)
+    WHERE group_id IS NOT NULL;
 """)]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 _MIGRATION_LOCK = 0x636F6E76  # advisory lock key: one node migrates at a time
@@ -178,10 +186,13 @@ _INSERT_MANY = (
 _RECEIVED = ("visible_at=$1, receive_count=m.receive_count+1,"
              " first_receive_ms=COALESCE(m.first_receive_ms, $2), receipt=$3")
 # A standard queue's claim in one statement, its own transaction: the due, live messages,
-# skipping those other claims hold, received at once (pgmq's read).
+# skipping those other claims hold, received at once (pgmq's read); nothing when the queue
+# has grouped messages (a fair queue's: dealt by group instead).
 _CLAIM = (
     f"UPDATE conveyor_messages m SET {_RECEIVED} FROM (SELECT seq, visible_at"
     " FROM conveyor_messages WHERE queue_id=$4 AND visible_at<=$2 AND sent_ms>$5"
+    " AND NOT EXISTS (SELECT 1 FROM conveyor_messages g WHERE g.queue_id=$4"
+    "  AND g.group_id IS NOT NULL)"
     " ORDER BY visible_at LIMIT $6 FOR UPDATE SKIP LOCKED) c WHERE m.seq=c.seq"
     f" RETURNING c.visible_at AS due_at, {', '.join('m.' + c for c in _COLUMNS.split(', '))}"
 )
@@ -189,14 +200,58 @@ _CLAIM_SEQS = (
     f"UPDATE conveyor_messages m SET {_RECEIVED} WHERE m.seq = ANY($4::bigint[])"
     f" RETURNING {_COLUMNS}"
 )
-# Visible, live messages in order among the queue's first $5, skipping every group with a
-# live message in flight (run under the queue's advisory lock).
-_FIFO_CANDIDATES = (
-    "SELECT seq FROM (SELECT seq, group_id, visible_at, sent_ms FROM conveyor_messages"
-    " WHERE queue_id=$1 AND group_id IS NOT NULL ORDER BY seq LIMIT $5) AS head"
-    " WHERE visible_at<=$2 AND sent_ms>$3 AND group_id NOT IN (SELECT group_id FROM"
-    " conveyor_messages WHERE queue_id=$1 AND visible_at>$2 AND receive_count>0"
-    " AND group_id IS NOT NULL AND sent_ms>$3) ORDER BY seq LIMIT $4"
+# A FIFO receive's walk (service/rules.py, FIFO groups), a page at a time after the
+# (visible_at, seq) given: visible, live grouped messages, each with its group's head.
+_FIFO_WALK = (
+    "SELECT m.seq, m.group_id, m.visible_at, (SELECT h.seq FROM conveyor_messages h"
+    " WHERE h.queue_id=$1 AND h.group_id=m.group_id AND h.sent_ms>$3 ORDER BY h.seq LIMIT 1)"
+    " FROM conveyor_messages m WHERE m.queue_id=$1 AND m.visible_at<=$2 AND m.sent_ms>$3"
+    " AND m.group_id IS NOT NULL AND (m.visible_at, m.seq)>($4, $5)"
+    " ORDER BY m.visible_at, m.seq LIMIT $6"
+)
+# The chosen FIFO groups' live messages from their heads on, in order, `$5` at most each.
+_FIFO_RUNS = (
+    "SELECT g.n, r.seq, r.visible_at FROM unnest($2::text[], $3::bigint[]) WITH ORDINALITY"
+    " AS g(group_id, head, n) CROSS JOIN LATERAL (SELECT seq, visible_at FROM"
+    " conveyor_messages WHERE queue_id=$1 AND group_id=g.group_id AND seq>=g.head"
+    " AND sent_ms>$4 ORDER BY seq LIMIT $5) r ORDER BY g.n, r.seq"
+)
+_FIFO_WALK_PAGE = 100  # walk rows per round trip
+# The queue's first $3 + 1 groups (a loose index scan) with their heads' visible_at: a
+# queue with few groups knows before its walk how many are available, and none means an
+# empty receive without a walk through the held groups' visible backlog.
+_FEW_GROUPS = 16
+_FIFO_GROUP_HEADS = (
+    "WITH RECURSIVE g(group_id, n) AS ("
+    " (SELECT group_id, 1 FROM conveyor_messages WHERE queue_id=$1 AND group_id IS NOT NULL"
+    "  ORDER BY group_id LIMIT 1)"
+    " UNION ALL SELECT (SELECT m.group_id FROM conveyor_messages m WHERE m.queue_id=$1"
+    "  AND m.group_id>g.group_id ORDER BY m.group_id LIMIT 1), g.n+1 FROM g"
+    "  WHERE g.group_id IS NOT NULL AND g.n<=$3)"
+    " SELECT g.group_id, h.visible_at FROM g LEFT JOIN LATERAL (SELECT visible_at FROM"
+    " conveyor_messages WHERE queue_id=$1 AND group_id=g.group_id AND sent_ms>$2"
+    " ORDER BY seq LIMIT 1) h ON true WHERE g.group_id IS NOT NULL"
+)
+_HAS_GROUPS = (
+    "SELECT 1 FROM conveyor_messages WHERE queue_id=$1 AND group_id IS NOT NULL LIMIT 1"
+)
+# A fair receive's groups after $2 in order (a loose index scan: one probe per group), at
+# most $6, each with up to $5 of its oldest visible, live messages not held elsewhere.
+_FAIR_GROUPS = (
+    "WITH RECURSIVE g(group_id, n) AS ("
+    " (SELECT group_id, 1 FROM conveyor_messages WHERE queue_id=$1 AND group_id>$2"
+    "  ORDER BY group_id LIMIT 1)"
+    " UNION ALL SELECT (SELECT m.group_id FROM conveyor_messages m WHERE m.queue_id=$1"
+    "  AND m.group_id>g.group_id ORDER BY m.group_id LIMIT 1), g.n+1 FROM g"
+    "  WHERE g.group_id IS NOT NULL AND g.n<$6)"
+    " SELECT g.n, g.group_id, r.seq FROM g CROSS JOIN LATERAL (SELECT seq, visible_at"
+    " FROM conveyor_messages WHERE queue_id=$1 AND group_id=g.group_id AND visible_at<=$3"
+    " AND sent_ms>$4 ORDER BY visible_at LIMIT $5 FOR UPDATE SKIP LOCKED) r"
+    " WHERE g.group_id IS NOT NULL ORDER BY g.n, r.visible_at"
+)
+_OLDEST = (
+    "SELECT seq FROM conveyor_messages WHERE queue_id=$1 AND visible_at<=$2 AND sent_ms>$3"
+    " AND NOT seq = ANY($5::bigint[]) ORDER BY visible_at LIMIT $4 FOR UPDATE SKIP LOCKED"
 )
 _DEAD_LETTER = (
     "UPDATE conveyor_messages SET queue_id=$1, visible_at=$2, receive_count=0,"
@@ -222,6 +277,8 @@ class PostgresStore:
         self.node_id = os.urandom(4).hex()
         # Receipt tokens: unguessable enough to tell receives apart, without a syscall each.
         self._tokens = random.Random(os.urandom(32))
+        # Queue id -> the message group this node's last fair receive visited last.
+        self._fair_cursor: dict[int, str] = {}
         self.clock_skew_ms = 0
         self.on_remote_ready: Callable[[int, int], None] = lambda queue_id, count: None
         self.on_remote_missed: Callable[[], None] = lambda: None
@@ -513,27 +570,92 @@ class PostgresStore:
 
     @contextlib.asynccontextmanager
     async def claim(self, queue: QueueRecord, max_messages: int, now_ms: int, cutoff_ms: int,
-                    visible_at_ms: int, fifo_scan: int) -> AsyncIterator[_Claim]:
+                    visible_at_ms: int, picking: Picking) -> AsyncIterator[_Claim]:
         """A standard queue: one statement, one round trip (what follows it, rarely, is
-        guarded by the claim's receipt). A FIFO queue: a transaction under the queue's
-        advisory lock, so that groups are handed out in commit order across nodes."""
+        guarded by the claim's receipt); when it found nothing because the queue has
+        grouped messages, a transaction that deals them fairly. A FIFO queue: a
+        transaction under the queue's advisory lock, so that groups are handed out in
+        commit order across nodes."""
         receipt = f"{self._tokens.getrandbits(64):016x}"
         async with self._conn() as db:
             if not queue.fifo:
                 rows = await db.fetch(_CLAIM, visible_at_ms, now_ms, receipt, queue.id,
                                       cutoff_ms, max_messages)
-                rows.sort(key=lambda r: (r[0], r[1]))
-                yield _Claim(db, receipt, [StoredMessage(*r[1:]) for r in rows])
-                return
+                if rows or not await db.fetchval(_HAS_GROUPS, queue.id):
+                    rows.sort(key=lambda r: (r[0], r[1]))
+                    yield _Claim(db, receipt, [StoredMessage(*r[1:]) for r in rows])
+                    return
             async with db.transaction():
-                await db.execute("SELECT pg_advisory_xact_lock($1)", queue.id)
-                seqs = [r[0] for r in await db.fetch(_FIFO_CANDIDATES, queue.id, now_ms,
-                                                     cutoff_ms, max_messages, fifo_scan)]
+                if queue.fifo:
+                    await db.execute("SELECT pg_advisory_xact_lock($1)", queue.id)
+                    seqs = await self._fifo_candidates(db, queue.id, max_messages, now_ms,
+                                                       cutoff_ms, picking)
+                else:
+                    seqs = await self._fair_candidates(db, queue.id, max_messages, now_ms,
+                                                       cutoff_ms, picking)
                 rows = await db.fetch(_CLAIM_SEQS, visible_at_ms, now_ms, receipt,
                                       seqs) if seqs else []
                 order = {seq: i for i, seq in enumerate(seqs)}
                 yield _Claim(db, receipt, sorted((StoredMessage(*r) for r in rows),
                                                  key=lambda m: order[m.seq]))
+
+    async def _fifo_candidates(self, db: asyncpg.Connection, queue_id: int, limit: int,
+                               now_ms: int, cutoff_ms: int, picking: Picking) -> list[int]:
+        """The seqs a FIFO receive takes, in order (picking.fifo_groups, .fifo_run): the
+        walk a page at a time until the rules have their groups, then their runs at once."""
+        groups: list[tuple[str, int]] = []
+        wanted = limit  # groups: each gives at least one message
+        heads = await db.fetch(_FIFO_GROUP_HEADS, queue_id, cutoff_ms, _FEW_GROUPS)
+        if len(heads) <= _FEW_GROUPS:  # every group known: stop once each available one is
+            wanted = min(limit, sum(1 for h in heads if h[1] is not None and h[1] <= now_ms))
+            if not wanted:
+                return []
+        after, walked = (-1, -1), 0
+        while len(groups) < wanted and walked < picking.fifo_scan:
+            page = min(_FIFO_WALK_PAGE, picking.fifo_scan - walked)
+            rows = await db.fetch(_FIFO_WALK, queue_id, now_ms, cutoff_ms, *after, page)
+            known = {group for group, _ in groups}
+            groups += [g for g in picking.fifo_groups([tuple(r) for r in rows], limit)
+                       if g[0] not in known][:wanted - len(groups)]
+            if len(rows) < page:
+                break
+            after, walked = (rows[-1][2], rows[-1][0]), walked + len(rows)
+        if not groups:
+            return []
+        runs: dict[int, list[tuple[int, int]]] = {}
+        for n, seq, visible_at in await db.fetch(_FIFO_RUNS, queue_id, [g for g, _ in groups],
+                                                 [h for _, h in groups], cutoff_ms, limit):
+            runs.setdefault(n, []).append((seq, visible_at))
+        seqs: list[int] = []
+        for n in range(1, len(groups) + 1):
+            seqs += picking.fifo_run(runs.get(n, []), now_ms)[:limit - len(seqs)]
+            if len(seqs) == limit:
+                break
+        return seqs
+
+    async def _fair_candidates(self, db: asyncpg.Connection, queue_id: int, limit: int,
+                               now_ms: int, cutoff_ms: int, picking: Picking) -> list[int]:
+        """The seqs a receive on a standard queue with message groups takes, locked:
+        dealt round-robin from the groups after the last one this node visited, then the
+        queue's oldest visible messages (picking.fair_deal)."""
+        last = self._fair_cursor.get(queue_id, "")
+        runs: dict[str, list[int]] = {}
+        for start in (last, "") if last else ("",):
+            for _, group, seq in await db.fetch(_FAIR_GROUPS, queue_id, start, now_ms,
+                                                cutoff_ms, limit, picking.fair_groups):
+                if start == "" and last and group > last:
+                    break  # round again, as far as where this walk began
+                runs.setdefault(group, []).append(seq)
+            if len(runs) >= limit:
+                break
+        chosen = list(runs)[:limit]
+        if chosen:
+            self._fair_cursor[queue_id] = chosen[-1]
+        seqs = picking.fair_deal([runs[g] for g in chosen], limit)
+        if len(seqs) < limit:
+            seqs += [r[0] for r in await db.fetch(_OLDEST, queue_id, now_ms, cutoff_ms,
+                                                  limit - len(seqs), seqs)]
+        return seqs
 
     async def delete(self, queue: QueueRecord, handles: list[Handle],
                      in_flight_after_ms: int | None = None) -> list[str]:
@@ -551,6 +673,12 @@ class PostgresStore:
                 " queue_id=$2", missing, queue.id)} if missing else set()
         return [STALE if h.seq in present else OK for h in handles]
 
+    async def drop(self, queue: QueueRecord, seqs: list[int]) -> list[int]:
+        async with self._conn() as db:
+            return [r[0] for r in await db.fetch(
+                "DELETE FROM conveyor_messages WHERE seq = ANY($1::bigint[]) AND queue_id=$2"
+                " AND receipt IS NULL RETURNING seq", seqs, queue.id)]
+
     @contextlib.asynccontextmanager
     async def hold(self, queue: QueueRecord, seqs: list[int]) -> AsyncIterator[_Held]:
         async with self._tx() as db:
@@ -565,6 +693,7 @@ class PostgresStore:
                              queue.id, now_ms)
             await db.execute("UPDATE conveyor_queues SET purged_s=$1 WHERE id=$2",
                              now_ms // 1000, queue.id)
+            await db.execute("DELETE FROM conveyor_dedup WHERE queue_id=$1", queue.id)
 
     async def tally(self, queue: QueueRecord, now_ms: int, cutoff_ms: int) -> Tally:
         async with self._conn() as db:

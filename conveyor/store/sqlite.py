@@ -43,6 +43,7 @@ from conveyor.store.base import (
     LeaseRecord,
     MoveTaskRecord,
     NewMessage,
+    Picking,
     QueueRecord,
     SentMessage,
     StoredMessage,
@@ -100,9 +101,14 @@ CREATE TABLE IF NOT EXISTS messages (
 CREATE INDEX IF NOT EXISTS messages_ready ON messages (queue_id, visible_at);
 -- Retention sweeps and purges find a queue's old messages without reading its backlog.
 CREATE INDEX IF NOT EXISTS messages_sent ON messages (queue_id, sent_ms);
--- A FIFO receive scans the queue's head in order, reading only this index.
-CREATE INDEX IF NOT EXISTS messages_fifo ON messages (queue_id, seq, group_id, visible_at)
-    WHERE group_id IS NOT NULL;
+-- Messages with a group (every FIFO message; a fair queue's grouped ones), read only
+-- through these two: a group's messages in order (a FIFO group's head and run), and a
+-- group's messages by visibility (a fair receive's oldest visible ones of each group).
+DROP INDEX IF EXISTS messages_fifo;
+CREATE INDEX IF NOT EXISTS messages_group_seq
+    ON messages (queue_id, group_id, seq, visible_at, sent_ms) WHERE group_id IS NOT NULL;
+CREATE INDEX IF NOT EXISTS messages_group_due
+    ON messages (queue_id, group_id, visible_at, sent_ms) WHERE group_id IS NOT NULL;
 
 -- FIFO deduplication: a key seen within the interval maps to the message first sent.
 CREATE TABLE IF NOT EXISTS dedup (
@@ -169,19 +175,46 @@ _configure_sqlite()
 # seconds: a chunk takes a few milliseconds.
 DELETE_CHUNK = 1_000
 
-# The queue's head in order (run as a co-routine: it stops once `limit` are found), less
-# the messages not visible yet and every group with a live message in flight; a head row's
-# sent_ms is read (from the table) last, for the rows that pass the rest.
-_FIFO_CANDIDATES = """
-SELECT head.seq FROM (
-    SELECT seq, group_id, visible_at FROM messages INDEXED BY messages_fifo
-    WHERE queue_id=:q AND group_id IS NOT NULL ORDER BY seq LIMIT :scan) AS head
-WHERE head.visible_at<=:now AND head.group_id NOT IN (
-    SELECT group_id FROM messages WHERE queue_id=:q AND visible_at>:now
-    AND receive_count>0 AND group_id IS NOT NULL AND sent_ms>:cutoff)
-AND (SELECT sent_ms FROM messages WHERE seq=head.seq)>:cutoff
-LIMIT :limit
+# A FIFO receive's walk (service/rules.py, FIFO groups): the queue's visible, live grouped
+# messages in (visible_at, seq) order. Run as a co-routine: the rules stop it once they
+# have their groups. Each group's head (its first live message) is looked up once per walk.
+_FIFO_WALK = """
+SELECT seq, group_id, visible_at FROM messages INDEXED BY messages_ready
+WHERE queue_id=:q AND visible_at<=:now AND group_id IS NOT NULL AND sent_ms>:cutoff
+ORDER BY visible_at, seq LIMIT :scan
 """
+_FIFO_HEAD = (
+    "SELECT seq, visible_at FROM messages INDEXED BY messages_group_seq WHERE queue_id=?"
+    " AND group_id=? AND sent_ms>? ORDER BY seq LIMIT 1"
+)
+# The queue's groups in order, one index probe each (for the walk's early stop).
+_GROUP_AFTER = (
+    "SELECT group_id FROM messages INDEXED BY messages_group_seq WHERE queue_id=?"
+    " AND group_id>? ORDER BY group_id LIMIT 1"
+)
+# A queue with at most this many groups has them counted before its walk, which then stops
+# once each is known to be held or found: an empty receive on a FIFO queue whose few
+# groups are all held reads a row or two instead of the whole visible backlog.
+_FEW_GROUPS = 16
+# One FIFO group's live messages from its head on, in order.
+_FIFO_RUN = (
+    "SELECT seq, visible_at FROM messages INDEXED BY messages_group_seq WHERE queue_id=?"
+    " AND group_id=? AND seq>=? AND sent_ms>? ORDER BY seq LIMIT ?"
+)
+# A fair receive's next group after the last one visited (group ids in order), and a
+# group's oldest visible, live messages.
+_NEXT_GROUP = (
+    "SELECT group_id FROM messages INDEXED BY messages_group_due WHERE queue_id=?"
+    " AND group_id>? ORDER BY group_id LIMIT 1"
+)
+_GROUP_DUE = (
+    "SELECT seq FROM messages INDEXED BY messages_group_due WHERE queue_id=? AND group_id=?"
+    " AND visible_at<=? AND sent_ms>? ORDER BY visible_at LIMIT ?"
+)
+_HAS_GROUPS = (
+    "SELECT 1 FROM messages INDEXED BY messages_group_due WHERE queue_id=?"
+    " AND group_id IS NOT NULL LIMIT 1"
+)
 
 _MESSAGE_COLUMNS = (
     "seq, message_id, body, md5_body, attributes, md5_attributes, system, sent_ms, sender_id,"
@@ -246,6 +279,8 @@ class SqliteStore:
         self._group: _Group | None = None  # the open group commit
         self._tx = self.db.cursor()  # BEGIN and COMMIT: no new cursor each time
         self._named_locks: dict[str, asyncio.Lock] = {}
+        # Queue id -> the message group a fair receive visited last (service/rules.py).
+        self._fair_cursor: dict[int, str] = {}
 
     def _next_seq(self) -> int:
         """Message order: microseconds since the epoch, bumped past the last one handed out.
@@ -388,18 +423,21 @@ class SqliteStore:
         return [SentMessage(m.message_id, seq) for seq, m in zip(seqs, messages, strict=True)]
 
     def claim(self, queue: QueueRecord, max_messages: int, now_ms: int, cutoff_ms: int,
-              visible_at_ms: int, fifo_scan: int) -> _Claim:
+              visible_at_ms: int, picking: Picking) -> _Claim:
         """Inside the current write group: the candidates are selected and marked received
         with no await between, so no other change comes in between."""
-        return _Claim(self, queue, max_messages, now_ms, cutoff_ms, visible_at_ms, fifo_scan)
+        return _Claim(self, queue, max_messages, now_ms, cutoff_ms, visible_at_ms, picking)
 
     def _claim_now(self, db: apsw.Connection, queue: QueueRecord, max_messages: int,
                    now_ms: int, cutoff_ms: int, visible_at_ms: int,
-                   fifo_scan: int) -> list[StoredMessage]:
+                   picking: Picking) -> list[StoredMessage]:
         """Select and receive the candidates, in the caller's transaction."""
         if queue.fifo:
-            rows = self._fifo_candidates(db, queue.id, max_messages, now_ms, cutoff_ms,
-                                         fifo_scan)
+            rows = self._rows(db, self._fifo_candidates(db, queue.id, max_messages, now_ms,
+                                                        cutoff_ms, picking))
+        elif db.execute(_HAS_GROUPS, (queue.id,)).fetchone():
+            rows = self._rows(db, self._fair_candidates(db, queue.id, max_messages, now_ms,
+                                                        cutoff_ms, picking))
         else:
             rows = db.execute(
                 f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE queue_id=? AND visible_at<=?"
@@ -430,15 +468,103 @@ class SqliteStore:
             [(dead_letter_queue_id, now_ms, source_arn, seq) for seq in seqs])
 
     def _fifo_candidates(self, db: apsw.Connection, queue_id: int, limit: int, now_ms: int,
-                         cutoff_ms: int, scan: int) -> list[tuple]:
-        """Visible, live messages in order among the first `scan`, skipping every group
-        that has a live one in flight."""
-        seqs = [row[0] for row in db.execute(_FIFO_CANDIDATES, {
-            "q": queue_id, "now": now_ms, "cutoff": cutoff_ms, "scan": scan, "limit": limit})]
+                         cutoff_ms: int, picking: Picking) -> list[int]:
+        """The seqs a FIFO receive takes, in order (picking.fifo_groups, .fifo_run)."""
+        walk = db.execute(_FIFO_WALK, {"q": queue_id, "now": now_ms, "cutoff": cutoff_ms,
+                                       "scan": picking.fifo_scan})
+        heads: dict[str, int | None] = {}
+        undecided = -1  # how many available groups the walk has yet to meet, when known
+        few = self._few_groups(db, queue_id)
+        if few is not None:
+            undecided = 0
+            for group_id in few:
+                row = db.execute(_FIFO_HEAD, (queue_id, group_id, cutoff_ms)).fetchone()
+                heads[group_id] = row[0] if row else None
+                undecided += row is not None and row[1] <= now_ms
+            if not undecided:
+                walk.close()
+                return []
+
+        def with_heads() -> Iterator[tuple[int, str, int, int | None]]:
+            nonlocal undecided
+            for seq, group_id, visible_at in walk:
+                if group_id not in heads:
+                    row = db.execute(_FIFO_HEAD, (queue_id, group_id, cutoff_ms)).fetchone()
+                    heads[group_id] = row[0] if row else None
+                head = heads[group_id]
+                yield seq, group_id, visible_at, head
+                if seq == head:
+                    undecided -= 1
+                    if undecided == 0:  # every available group met: nothing more to find
+                        return
+
+        try:
+            groups = picking.fifo_groups(with_heads(), limit)
+        finally:
+            walk.close()  # stop the walk where the rules did
+        seqs: list[int] = []
+        for group_id, head_seq in groups:
+            run = db.execute(_FIFO_RUN, (queue_id, group_id, head_seq, cutoff_ms,
+                                         limit - len(seqs))).fetchall()
+            seqs += picking.fifo_run(run, now_ms)
+            if len(seqs) == limit:
+                break
+        return seqs
+
+    @staticmethod
+    def _few_groups(db: apsw.Connection, queue_id: int) -> list[str] | None:
+        """The queue's groups when there are at most _FEW_GROUPS, else None."""
+        found: list[str] = []
+        group = ""
+        while row := db.execute(_GROUP_AFTER, (queue_id, group)).fetchone():
+            group = row[0]
+            found.append(group)
+            if len(found) > _FEW_GROUPS:
+                return None
+        return found
+
+    def _fair_candidates(self, db: apsw.Connection, queue_id: int, limit: int, now_ms: int,
+                         cutoff_ms: int, picking: Picking) -> list[int]:
+        """The seqs a receive on a standard queue with message groups takes: dealt
+        round-robin from the groups after the last one visited (picking.fair_deal), then
+        the queue's oldest visible messages."""
+        last = self._fair_cursor.get(queue_id, "")
+        runs: list[list[int]] = []
+        group, wrapped = last, False
+        for _ in range(picking.fair_groups):
+            row = db.execute(_NEXT_GROUP, (queue_id, group)).fetchone()
+            if row is None:
+                if wrapped or not last:
+                    break
+                group, wrapped = "", True  # round again from the first group
+                continue
+            group = row[0]
+            if wrapped and group > last:
+                break  # every group visited once
+            run = [r[0] for r in db.execute(_GROUP_DUE, (queue_id, group, now_ms, cutoff_ms,
+                                                         limit))]
+            if run:
+                runs.append(run)
+                self._fair_cursor[queue_id] = group
+                if len(runs) == limit:
+                    break
+        seqs = picking.fair_deal(runs, limit)
+        if len(seqs) < limit:
+            taken = set(seqs)
+            seqs += [r[0] for r in db.execute(
+                "SELECT seq FROM messages WHERE queue_id=? AND visible_at<=? AND sent_ms>?"
+                " ORDER BY visible_at LIMIT ?", (queue_id, now_ms, cutoff_ms, limit + len(seqs)))
+                     if r[0] not in taken][:limit - len(seqs)]
+        return seqs
+
+    def _rows(self, db: apsw.Connection, seqs: list[int]) -> list[tuple]:
+        """The claimed messages' rows, in the order chosen."""
         if not seqs:
             return []
-        return db.execute(f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE seq IN"
-                          f" ({','.join('?' * len(seqs))}) ORDER BY seq", seqs).fetchall()
+        rows = {row[0]: row for row in db.execute(
+            f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE seq IN"
+            f" ({','.join('?' * len(seqs))})", seqs)}
+        return [rows[seq] for seq in seqs]
 
     async def delete(self, queue: QueueRecord, handles: list[Handle],
                      in_flight_after_ms: int | None = None) -> list[str]:
@@ -459,6 +585,12 @@ class SqliteStore:
                 outcomes.append(STALE if exists else OK)
             return outcomes
 
+    async def drop(self, queue: QueueRecord, seqs: list[int]) -> list[int]:
+        async with self._write() as db:
+            return [seq for seq in dict.fromkeys(seqs) if _changed(
+                db, "DELETE FROM messages WHERE seq=? AND queue_id=? AND receipt IS NULL",
+                (seq, queue.id))]
+
     def hold(self, queue: QueueRecord, seqs: list[int]) -> _Hold:
         return _Hold(self, queue, seqs)
 
@@ -477,6 +609,7 @@ class SqliteStore:
         # retention sweep deletes the rest (see `expire`).
         async with self._write() as db:
             db.execute("UPDATE queues SET purged_s=? WHERE id=?", (now_ms // 1000, queue.id))
+            db.execute("DELETE FROM dedup WHERE queue_id=?", (queue.id,))
         await self._delete_messages("queue_id=? AND sent_ms<=?", (queue.id, now_ms))
 
     async def peek(self, queue: QueueRecord, limit: int,

@@ -50,9 +50,12 @@ def test_overview_shows_counts_and_dead_letter_wiring(sqs: Any, raw: RawClient,
     assert resp.header("content-type").startswith("text/html")
     page = resp.body.decode()
     src, dl = queue_name_of(source), queue_name_of(dlq)
-    assert _row(page, src) == [src, "us-east-1", "standard", "2", "1", "1",
-                               f"{dl} after 5 receives", "none"]
-    assert _row(page, dl) == [dl, "us-east-1", "standard", "0", "0", "0", "nowhere", src]
+    row = _row(page, src)
+    assert row[:6] + row[7:] == [src, "us-east-1", "standard", "2", "1", "1",
+                                 f"{dl} after 5 receives", "none"]
+    # Sent 4 and received 1 a moment ago: the chart's latest minute shows it.
+    assert row[6].startswith("received per second, the last hour: highest 0.02 /s")
+    assert _row(page, dl) == [dl, "us-east-1", "standard", "0", "0", "0", "—", "nowhere", src]
     assert _row(page, queue_name_of(fifo))[2] == "FIFO"
     assert f'href="/console/queues/us-east-1/{dl}"' in page
 
@@ -100,6 +103,11 @@ def test_queue_page_shows_the_next_messages_without_receiving_them(
     assert [r[3] for r in rows] == ["0", "0", "1"]
     assert rows[0][5] == "é" * 200 + "…"  # bodies are cut short
     assert "&lt;i&gt;first&lt;/i&gt;" in messages and "<i>" not in messages
+    activity = page.split('<section id="activity" data-live>')[1].split("</section>")[0]
+    assert [r[0] for r in _rows(activity)] == ["Sent", "Received", "Deleted",
+                                               "Oldest message (s)"]
+    assert activity.count('<svg class="spark"') == 4
+    assert "oldest message&#x27;s age, the last hour: highest " in activity
 
     # Looking changed nothing: the visible message is still there to receive, once.
     got = sqs.receive_message(QueueUrl=source, MaxNumberOfMessages=10,

@@ -141,6 +141,40 @@ def test_delay_and_fifo_ids_are_sent(browser: Browser, sqs: Any,
     assert counts(sqs, std) == (0, 0, 1)
 
 
+def test_edit_attributes_redrive_policy_and_tags(browser: Browser, sqs: Any,
+                                                make_queue: QueueFactory) -> None:
+    dlq = make_queue(prefix="con-edlq")
+    url = make_queue(prefix="con-edit", tags={"team": "a", "old": "x"})
+    name = queue_name_of(url)
+    page = f"/console/queues/us-east-1/{name}"
+    shown = browser.get(page).text
+    assert "VisibilityTimeout = 30" in shown and 'action="/console/edit-tags"' in shown
+    resp = _post(browser, "edit-queue", page, region="us-east-1", queue=name,
+                 attributes="VisibilityTimeout = 45\nDelaySeconds = 0",
+                 dlq=queue_name_of(dlq), max_receive_count="4")
+    assert _done(resp) == {"done": "edited", "id": "RedrivePolicy, VisibilityTimeout"}
+    attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    assert attrs["VisibilityTimeout"] == "45"
+    assert json.loads(attrs["RedrivePolicy"]) == {
+        "deadLetterTargetArn": make_queue.arn_of(dlq), "maxReceiveCount": 4}
+    assert f'value="{queue_name_of(dlq)}"' in browser.get(page).text
+    same = _post(browser, "edit-queue", page, region="us-east-1", queue=name,
+                 attributes="VisibilityTimeout = 45", dlq=queue_name_of(dlq),
+                 max_receive_count="4")
+    assert _done(same) == {"done": "unchanged"}
+    bad = _post(browser, "edit-queue", page, region="us-east-1", queue=name,
+                attributes="VisibilityTimeout = 99999", dlq=queue_name_of(dlq))
+    assert bad.status == 400 and "InvalidAttributeValue" in bad.text
+    _done(_post(browser, "edit-queue", page, region="us-east-1", queue=name, dlq=""))
+    attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    assert "RedrivePolicy" not in attrs and attrs["VisibilityTimeout"] == "45"
+
+    resp = _post(browser, "edit-tags", page, region="us-east-1", queue=name,
+                 tags="team = b\nnew = y")
+    assert _done(resp) == {"done": "tagged", "n": "2", "m": "1"}
+    assert sqs.list_queue_tags(QueueUrl=url)["Tags"] == {"team": "b", "new": "y"}
+
+
 def test_purge_and_delete_need_the_queue_name_typed(browser: Browser, sqs: Any,
                                                     make_queue: QueueFactory) -> None:
     url = make_queue(prefix="con-purge")
@@ -181,9 +215,12 @@ def test_delete_a_selection_of_messages(browser: Browser, sqs: Any,
     assert sorted(m["MessageId"] for m in left) == sorted([ids[1], ids[3]])
 
     never = sqs.send_message(QueueUrl=url, MessageBody="fresh")["MessageId"]
+    assert f'name="m.{never}"' in browser.get(page).text  # no receipt, still deletable
     resp = _post(browser, "delete-messages", page, region="us-east-1", queue=name,
-                 **{f"m.{never}": "1"})
-    assert _done(resp) == {"done": "not-deleted", "m": "1"}
+                 **{f"m.{never}": "1", f"m.{ids[1]}": "1", "m.gone": "1"})
+    assert _done(resp) == {"done": "not-deleted", "n": "2", "m": "1"}
+    assert counts(sqs, url) == (0, 1, 0)  # ids[3], still in flight from the receive above
+    assert "not received, deleted by the console" in browser.get("/console").text
     assert _post(browser, "delete-messages", page, region="us-east-1", queue=name).status == 400
 
 
@@ -269,7 +306,10 @@ def test_a_read_only_key_sees_no_actions_and_a_forged_one_is_refused(
     for action, fields in (("purge-queue", {"confirm": name}), ("delete-queue",
                                                                  {"confirm": name}),
                            ("send-message", {"body": "x"}),
-                           ("create-queue", {"name": unique("ro")})):
+                           ("create-queue", {"name": unique("ro")}),
+                           ("edit-queue", {"attributes": "VisibilityTimeout = 5"}),
+                           ("edit-tags", {"tags": "team = x"}),
+                           ("delete-messages", {"m.x": "1"})):
         resp = reader.post(f"/console/{action}", {"csrf": token, "region": "us-east-1",
                                                   "queue": name, **fields})
         assert resp.status == 403, (action, resp.status)
@@ -278,6 +318,9 @@ def test_a_read_only_key_sees_no_actions_and_a_forged_one_is_refused(
                        aws_access_key_id=ADMIN, aws_secret_access_key=ADMIN_SECRET)
     url = sqs.get_queue_url(QueueName=name)["QueueUrl"]
     assert counts(sqs, url) == (1, 0, 0)
+    assert sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["VisibilityTimeout"])[
+        "Attributes"]["VisibilityTimeout"] == "30"
+    assert "Tags" not in sqs.list_queue_tags(QueueUrl=url)
     assert f"PurgeQueue {name} by access key {READER}: AccessDenied" in secured.log()
     assert f"SendMessage {name} by access key {ADMIN}: ok" in secured.log()
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from tests.server.conftest import QueueFactory
@@ -310,3 +311,23 @@ def test_long_poll_on_the_dead_letter_queue_wakes_when_a_message_arrives(
     poll = LongPoll(server.url, dlq)
     sqs.receive_message(QueueUrl=src)  # moves the message to the dead-letter queue
     assert poll.bodies() == ["poison"]  # woken by the move, not at the end of its wait
+
+
+def test_a_long_poll_does_not_stall_behind_dead_letters(sqs: Any, server: ServerProcess,
+                                                         make_queue: QueueFactory) -> None:
+    """A receive whose claim only moved messages to the dead-letter queue returns the next
+    visible message at once instead of waiting out its WaitTimeSeconds (issue 21: filling
+    a 3,000-message dead-letter queue took 2.5 minutes of empty polls)."""
+    dlq = make_queue()
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])[
+        "Attributes"]["QueueArn"]
+    url = make_queue(RedrivePolicy=json.dumps({"deadLetterTargetArn": dlq_arn,
+                                               "maxReceiveCount": 1}))
+    sqs.send_message(QueueUrl=url, MessageBody="spent")
+    first = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=1, VisibilityTimeout=0)
+    assert [m["Body"] for m in first["Messages"]] == ["spent"]  # visible again, first in line
+    time.sleep(0.01)
+    sqs.send_message_batch(QueueUrl=url, Entries=[
+        {"Id": str(i), "MessageBody": f"m{i}"} for i in range(2)])
+    poll = LongPoll(server.url, url, MaxNumberOfMessages=1)  # its claim dead-letters "spent"
+    assert poll.bodies() in (["m0"], ["m1"])  # and it answers with the next, not at its end

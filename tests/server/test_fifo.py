@@ -7,7 +7,14 @@ import time
 from typing import Any
 
 from tests.server.conftest import QueueFactory
-from tests.server.helpers import counts, raises_sqs, receive_all, unique
+from tests.server.helpers import (
+    RawClient,
+    assert_query_error,
+    counts,
+    raises_sqs,
+    receive_all,
+    unique,
+)
 from tests.support import LongPoll, ServerProcess, sqs_client
 
 
@@ -216,21 +223,73 @@ def test_fifo_queue_name_needs_suffix(sqs: Any) -> None:
         sqs.create_queue(QueueName=unique() + ".fifo")
 
 
-def test_fifo_partial_batch_failure(sqs: Any, make_queue: QueueFactory) -> None:
+def test_fifo_batch_lacking_a_group_fails_whole(sqs: Any, raw: RawClient,
+                                                make_queue: QueueFactory) -> None:
+    """Recorded from AWS (LocalStack's test_send_batch_missing_message_group_id_for_fifo_
+    queue, test_sqs.snapshot.json): the whole SendMessageBatch fails, InvalidParameterValue,
+    "The request must contain the parameter MessageGroupId.", HTTP 400; nothing is sent.
+    Both protocols."""
     url = make_queue(fifo=True)
     entries = [
         {"Id": "ok", "MessageBody": "x", "MessageGroupId": "g", "MessageDeduplicationId": "1"},
         {"Id": "nogroup", "MessageBody": "y", "MessageDeduplicationId": "2"}]
-    try:  # refused whole or per entry; never a silently accepted group-less message
-        resp = sqs.send_message_batch(QueueUrl=url, Entries=entries)
-    except sqs.exceptions.ClientError as exc:
-        assert exc.response["Error"]["Code"] == "MissingParameter"
-        assert counts(sqs, url) == (0, 0, 0)
-    else:
-        assert [e["Id"] for e in resp["Successful"]] == ["ok"]
-        assert [(e["Id"], e["Code"]) for e in resp["Failed"]] == [
-            ("nogroup", "MissingParameter")]
-        assert counts(sqs, url) == (1, 0, 0)
+    with raises_sqs("InvalidParameterValue") as caught:
+        sqs.send_message_batch(QueueUrl=url, Entries=entries)
+    assert caught[0].response["Error"]["Message"] == (
+        "The request must contain the parameter MessageGroupId.")
+    assert caught[0].response["ResponseMetadata"]["HTTPStatusCode"] == 400
+    params = {"Action": "SendMessageBatch", "QueueUrl": url}
+    for n, entry in enumerate(entries, 1):
+        params.update({f"SendMessageBatchRequestEntry.{n}.{k}": v for k, v in entry.items()})
+    error = assert_query_error(raw.query(params), "InvalidParameterValue", 400)
+    assert error.findtext("Message") == "The request must contain the parameter MessageGroupId."
+    assert counts(sqs, url) == (0, 0, 0)
+
+
+def test_fifo_batch_lacking_a_deduplication_id_fails_whole(sqs: Any,
+                                                           make_queue: QueueFactory) -> None:
+    """Recorded from AWS (LocalStack's test_send_batch_missing_deduplication_id_for_fifo_
+    queue): InvalidParameterValue, HTTP 400, the whole batch unsent."""
+    url = make_queue(fifo=True, ContentBasedDeduplication="false")
+    with raises_sqs("InvalidParameterValue") as caught:
+        sqs.send_message_batch(QueueUrl=url, Entries=[
+            {"Id": "a", "MessageBody": "m", "MessageGroupId": "g", "MessageDeduplicationId": "d"},
+            {"Id": "b", "MessageBody": "m", "MessageGroupId": "g"}])
+    assert caught[0].response["Error"]["Message"] == (
+        "The queue should either have ContentBasedDeduplication enabled or "
+        "MessageDeduplicationId provided explicitly")
+    assert counts(sqs, url) == (0, 0, 0)
+
+
+def test_fifo_takes_delay_seconds_zero(sqs: Any, raw: RawClient,
+                                       make_queue: QueueFactory) -> None:
+    """LocalStack's AWS-validated test_send_message_with_delay_0_works_for_fifo (an SDK
+    wrapper that always sends DelaySeconds=0 can use FIFO queues), on both protocols; a
+    non-zero value stays refused with AWS's recorded message."""
+    url = make_queue(fifo=True)
+    sent = sqs.send_message(QueueUrl=url, DelaySeconds=0, MessageBody="Hello World!",
+                            MessageGroupId="test", MessageDeduplicationId="42")
+    resp = raw.query({"Action": "SendMessage", "QueueUrl": url, "MessageBody": "again",
+                      "DelaySeconds": "0", "MessageGroupId": "test",
+                      "MessageDeduplicationId": "43"})
+    assert resp.status == 200, resp.body
+    got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=0)
+    assert [m["MD5OfBody"] for m in got["Messages"]][0] == sent["MD5OfMessageBody"]
+    assert [m["Body"] for m in got["Messages"]] == ["Hello World!", "again"]
+    with raises_sqs("InvalidParameterValue") as caught:
+        _send(sqs, url, "x", DelaySeconds=2)
+    assert caught[0].response["Error"]["Message"] == (
+        "Value 2 for parameter DelaySeconds is invalid. Reason: The request include parameter "
+        "that is not valid for this queue type.")
+
+
+def test_fifo_receive_fills_up_from_one_group_first(sqs: Any, make_queue: QueueFactory) -> None:
+    """LocalStack's AWS-validated test_fifo_receive_message_group_id_ordering: ten messages
+    a receive, one group's first; over HTTP with boto3 on the store under test."""
+    url = make_queue(fifo=True, ContentBasedDeduplication="true")
+    for body, group in (("g1-m1", "1"), ("g2-m1", "2"), ("g1-m2", "1"), ("g1-m3", "1")):
+        sqs.send_message(QueueUrl=url, MessageBody=body, MessageGroupId=group)
+    assert [m["Body"] for m in _receive(sqs, url)] == ["g1-m1", "g1-m2", "g1-m3", "g2-m1"]
 
 
 def test_long_poll_wakes_on_fifo_send(sqs: Any, server: ServerProcess,

@@ -198,3 +198,22 @@ def test_json_logs_say_what_happened_to_each_message(launch: Launcher) -> None:
     assert about["dead-lettered"]["queue"] == name
     assert about["dead-lettered"]["level"] == "info"
     assert all({"time", "level", "logger", "message"} <= set(line) for line in lines)
+
+
+def test_metrics_count_messages_per_queue_as_the_console_charts_them(
+        server: ServerProcess, sqs: Any, make_queue: QueueFactory) -> None:
+    url = make_queue(prefix="activity")
+    name = url.rsplit("/", 1)[-1]
+    sqs.send_message_batch(QueueUrl=url, Entries=[
+        {"Id": str(i), "MessageBody": "m"} for i in range(3)])
+    got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=2)["Messages"]
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=got[0]["ReceiptHandle"])
+    _, _, text = _get(server.url + "/metrics")
+    found = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.labels.get("queue") == name and sample.name.endswith("_total"):
+                found[sample.name] = sample.value
+    assert found == {"conveyor_queue_messages_sent_total": 3,
+                     "conveyor_queue_messages_received_total": 2,
+                     "conveyor_queue_messages_deleted_total": 1}

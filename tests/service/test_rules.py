@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from conveyor.service import rules
-from conveyor.store.base import NOT_IN_FLIGHT, OK, STALE, Counts, QueueRecord, StoredMessage
+from conveyor.store.base import OK, STALE, Counts, QueueRecord, StoredMessage
 
 NOW = 1_800_000_000_000
 
@@ -51,11 +51,37 @@ def test_a_receive_count_past_the_maximum_is_spent() -> None:
     assert [m.seq for m in rules.spent(claimed, 2)] == [2]
 
 
-@pytest.mark.parametrize(("found", "outcome"), [
-    (None, STALE), (("other", NOW + 1), STALE), (("token", NOW), NOT_IN_FLIGHT),
-    (("token", NOW + 1), OK)])
-def test_visibility_outcomes(found: tuple[str, int] | None, outcome: str) -> None:
-    assert rules.visibility_outcome("token", found, NOW) == outcome
+@pytest.mark.parametrize(("name", "found", "outcome"), [
+    ("q", None, STALE), ("q", (None, NOW), STALE), ("q", ("other", NOW + 1), OK),
+    ("q", ("token", NOW), OK), ("q.fifo", ("other", NOW + 1), STALE),
+    ("q.fifo", ("token", NOW), OK), ("q.fifo", ("token", NOW + 1), OK)])
+def test_visibility_outcomes(name: str, found: tuple[str | None, int] | None,
+                             outcome: str) -> None:
+    """A handle whose visibility ran out still changes it (LocalStack's AWS-validated
+    test_change_message_visibility_after_visibility_timeout_expiration); an earlier
+    receive's handle does on a standard queue (test_terminate_visibility_timeout_after_
+    receive); a gone message's, or one never received, never does."""
+    assert rules.visibility_outcome(_queue(name), "token", found) == outcome
+
+
+def test_fifo_groups_are_the_heads_the_walk_meets_in_order() -> None:
+    """A walk row is (seq, group, visible_at, its group's head seq)."""
+    walk = [(5, "b", NOW - 9, 5), (7, "a", NOW - 8, 6), (6, "a", NOW - 2, 6),
+            (9, "c", NOW - 1, 8)]
+    assert rules.fifo_groups(walk, 10) == [("b", 5), ("a", 6)]
+    assert rules.fifo_groups(walk, 1) == [("b", 5)]
+
+
+def test_a_fifo_run_stops_at_the_first_message_not_visible() -> None:
+    assert rules.fifo_run([(1, NOW), (2, NOW - 5), (3, NOW + 1), (4, NOW)], NOW) == [1, 2]
+    assert rules.fifo_run([(1, NOW + 1)], NOW) == []
+
+
+def test_fair_deal_is_round_robin_up_to_the_limit() -> None:
+    runs = [[1, 2, 3, 4], [10], [20, 21]]
+    assert rules.fair_deal(runs, 10) == [1, 10, 20, 2, 21, 3, 4]
+    assert rules.fair_deal(runs, 4) == [1, 10, 20, 2]
+    assert rules.fair_deal([], 10) == []
 
 
 def test_a_fifo_receipt_deletes_only_while_in_flight() -> None:

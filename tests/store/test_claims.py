@@ -21,6 +21,7 @@ from tests.support import CREATED_SCHEMAS, POSTGRES_URL, require_postgres
 
 NOW = 1_800_000_000_000
 FAR = 1 << 40  # a cut-off no message is sent before: nothing has expired
+PICK = rules.Picking(fifo_scan=100, fair_groups=rules.FAIR_GROUPS)
 
 
 def _run(kind: str, tmp_path: Path, scenario: Any) -> None:
@@ -43,15 +44,15 @@ def test_claim_receives_and_dead_letter_moves(kind: str, tmp_path: Path) -> None
         queue = await store.create_queue("us-east-1", "q", ATTRIBUTES, {}, 0)
         dlq = await store.create_queue("us-east-1", "dlq", ATTRIBUTES, {}, 0)
         await store.send(queue, [message(f"m-{i}", NOW - 10 + i) for i in range(4)], NOW, 0)
-        async with store.claim(queue, 3, NOW, NOW - FAR, NOW + 30_000, 100) as claim:
+        async with store.claim(queue, 3, NOW, NOW - FAR, NOW + 30_000, PICK) as claim:
             taken = claim.messages
             assert [m.body for m in taken] == ["m-0", "m-1", "m-2"]
             assert {(m.receive_count, m.first_receive_ms) for m in taken} == {(1, NOW)}
             assert len({m.receipt for m in taken}) == 1
             await claim.dead_letter([taken[0].seq], dlq.id, "arn:source", NOW)
-        async with store.claim(queue, 10, NOW, NOW - FAR, NOW + 30_000, 100) as claim:
+        async with store.claim(queue, 10, NOW, NOW - FAR, NOW + 30_000, PICK) as claim:
             assert [m.body for m in claim.messages] == ["m-3"]  # the rest are held
-        async with store.claim(dlq, 10, NOW, NOW - FAR, NOW + 30_000, 100) as claim:
+        async with store.claim(dlq, 10, NOW, NOW - FAR, NOW + 30_000, PICK) as claim:
             [moved] = claim.messages
             assert (moved.body, moved.receive_count, moved.dlq_source_arn) == (
                 "m-0", 1, "arn:source")
@@ -70,7 +71,7 @@ def test_claim_skips_what_is_not_due_or_is_past_the_cutoff(kind: str, tmp_path: 
         queue = await store.create_queue("us-east-1", "q", ATTRIBUTES, {}, 0)
         await store.send(queue, [message("old", NOW - 5000), message("young", NOW - 1000),
                                  message("later", NOW, NOW + 1)], NOW, 0)
-        async with store.claim(queue, 10, NOW, NOW - 2000, NOW + 30_000, 100) as claim:
+        async with store.claim(queue, 10, NOW, NOW - 2000, NOW + 30_000, PICK) as claim:
             assert [m.body for m in claim.messages] == ["young"]
         assert await _counts(store, queue, NOW - 2000) == Counts(0, 1, 1)
         assert await store.expire({queue.id: NOW - 2000}, NOW) == 1
@@ -83,7 +84,7 @@ def test_hold_reports_and_sets_visibility(kind: str, tmp_path: Path) -> None:
     async def scenario(store: Any) -> None:
         queue = await store.create_queue("us-east-1", "q", ATTRIBUTES, {}, 0)
         await store.send(queue, [message("m", NOW)], NOW, 0)
-        async with store.claim(queue, 1, NOW, NOW - FAR, NOW + 30_000, 100) as claim:
+        async with store.claim(queue, 1, NOW, NOW - FAR, NOW + 30_000, PICK) as claim:
             [m] = claim.messages
         async with store.hold(queue, [m.seq, m.seq + 10_000_000]) as held:
             assert held.found == {m.seq: (m.receipt, NOW + 30_000)}
@@ -145,9 +146,9 @@ def test_a_claim_skips_rows_another_node_holds_without_waiting() -> None:
         rows = await a.movable(queue, 4, NOW, NOW - FAR)
         async with a.hold(queue, [rows[0].seq, rows[1].seq]) as held:
             assert len(held.found) == 2
-            async with b.claim(queue, 10, NOW, NOW - FAR, NOW + 30_000, 100) as claim:
+            async with b.claim(queue, 10, NOW, NOW - FAR, NOW + 30_000, PICK) as claim:
                 assert sorted(m.body for m in claim.messages) == ["m-2", "m-3"]
-        async with b.claim(queue, 10, NOW, NOW - FAR, NOW + 30_000, 100) as claim:
+        async with b.claim(queue, 10, NOW, NOW - FAR, NOW + 30_000, PICK) as claim:
             assert sorted(m.body for m in claim.messages) == ["m-0", "m-1"]
 
     _two_nodes(scenario)
@@ -160,13 +161,13 @@ def test_a_dead_letter_by_a_claim_overtaken_by_another_moves_nothing_twice() -> 
         queue = await a.create_queue("us-east-1", "q", ATTRIBUTES, {}, 0)
         dlq = await a.create_queue("us-east-1", "dlq", ATTRIBUTES, {}, 0)
         await a.send(queue, [message("poison", NOW)], NOW, 0)
-        async with a.claim(queue, 1, NOW, NOW - FAR, NOW, 100) as first:
-            async with b.claim(queue, 1, NOW, NOW - FAR, NOW, 100) as second:
+        async with a.claim(queue, 1, NOW, NOW - FAR, NOW, PICK) as first:
+            async with b.claim(queue, 1, NOW, NOW - FAR, NOW, PICK) as second:
                 [m] = second.messages
                 assert m.receive_count == 2
                 await second.dead_letter([m.seq], dlq.id, "arn:by-b", NOW)
             await first.dead_letter([m.seq], dlq.id, "arn:by-a", NOW)
-        async with a.claim(dlq, 10, NOW, NOW - FAR, NOW + 1, 100) as claim:
+        async with a.claim(dlq, 10, NOW, NOW - FAR, NOW + 1, PICK) as claim:
             assert [(x.body, x.dlq_source_arn) for x in claim.messages] == [
                 ("poison", "arn:by-b")]
         assert await _counts(a, queue, NOW - FAR) == Counts(0, 0, 0)
@@ -183,10 +184,10 @@ def test_a_fifo_claim_waits_for_another_nodes_and_then_skips_its_group() -> None
                              message("h-1", NOW, group_id="h")], NOW, 0)
 
         async def claim_on_b() -> list[str]:
-            async with b.claim(queue, 10, NOW, NOW - FAR, NOW + 30_000, 100) as claim:
+            async with b.claim(queue, 10, NOW, NOW - FAR, NOW + 30_000, PICK) as claim:
                 return [m.body for m in claim.messages]
 
-        async with a.claim(queue, 1, NOW, NOW - FAR, NOW + 30_000, 100) as claim:
+        async with a.claim(queue, 1, NOW, NOW - FAR, NOW + 30_000, PICK) as claim:
             assert [m.body for m in claim.messages] == ["g-1"]
             waiting = asyncio.create_task(claim_on_b())
             await _until_a_backend_waits_on_an_advisory_lock()

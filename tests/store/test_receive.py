@@ -17,9 +17,11 @@ from tests.store.helpers import ATTRIBUTES, KINDS, counts, message, now_ms, rece
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_fifo_receive_looks_at_the_queues_head_only(kind: str, tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    """SQS scans the first 120,000 messages of a FIFO queue for available groups: a
-    backlog in a group with a message in flight holds back the groups sent after it."""
-    monkeypatch.setattr(rules, "FIFO_SCAN", 20)
+    """SQS "looks through the first 120,000 messages to determine available message
+    groups" (SQS Developer Guide, FIFO quotas): a backlog in a group whose head is in
+    flight holds back the groups found after it. Conveyor walks the visible messages in
+    the order they became visible, at most FIFO_SCAN of them."""
+    monkeypatch.setattr(rules, "FIFO_SCAN", 15)
 
     async def scenario(store: Store) -> None:
         queue = await store.create_queue("us-east-1", "q.fifo", ATTRIBUTES, {}, 0)
@@ -32,8 +34,8 @@ def test_a_fifo_receive_looks_at_the_queues_head_only(kind: str, tmp_path: Path,
             return [m.body for m in await receive(store, queue, 10, 30_000, now, None)]
 
         assert await bodies() == [f"a-{i}" for i in range(10)]  # group a now in flight
-        assert await bodies() == []  # b-0 is the 26th message: beyond the scan
-        monkeypatch.setattr(rules, "FIFO_SCAN", 26)
+        assert await bodies() == []  # a-10..a-24 fill the walk: b-0 is the 16th
+        monkeypatch.setattr(rules, "FIFO_SCAN", 16)
         assert await bodies() == ["b-0"]
 
     run(kind, tmp_path, scenario)

@@ -1,13 +1,16 @@
 """The web console: what an operator opens in a browser to see and act on the queues.
 
 HTML on the server's own port, served from the service layer like any SQS call:
-`/console` lists the queues of every region a page at a time with their message counts
-and dead-letter wiring (dead-letter queues holding messages marked), a form to create
-one, the workers that announce themselves (to any node) and the recent console actions;
-`/console/queues/<region>/<name>` shows one queue: send, purge, delete, redrive its dead
-letters with live progress, its messages a page at a time or searched (looked at, never
-received), attributes and tags; `.../messages/<id>` shows one message whole. Pages
-update their live parts every few seconds (static/console.js).
+`/console` lists the queues of every region a page at a time with their message counts,
+a chart of the last hour and dead-letter wiring (dead-letter queues holding messages
+marked), a form to create one, the workers that announce themselves (to any node) and
+the recent console actions; `/console/queues/<region>/<name>` shows one queue: charts of
+its last hour (charts.py, counted by the service: activity.py), send, purge, delete,
+edit its attributes, redrive policy and tags, redrive its dead letters with live
+progress, its messages a page at a time or searched (looked at, never received) and
+deleted (by receipt, or by the service's console-only drop when none names them);
+`.../messages/<id>` shows one message whole. Pages update their live parts every few
+seconds (static/console.js).
 
 A server that checks signatures (access keys configured) first sends a browser to
 `/console/sign-in`, where an access key id and its secret key buy a session cookie

@@ -43,6 +43,7 @@ class Actions:
         """POST /console/<name> -> its action."""
         handlers: dict[str, Handler] = {
             "create-queue": self.create_queue, "send-message": self.send_message,
+            "edit-queue": self.edit_queue, "edit-tags": self.edit_tags,
             "purge-queue": self.purge_queue, "delete-queue": self.delete_queue,
             "delete-messages": self.delete_messages, "redrive": self.redrive,
             "cancel-redrive": self.cancel_redrive}
@@ -74,6 +75,37 @@ class Actions:
         await self.calls.call(operator, ctx, "CreateQueue", request)
         return _to_queue(ctx.region, request["QueueName"], done="created")
 
+    async def edit_queue(self, req: Request, form: Form, operator: Operator) -> Response:
+        """SetQueueAttributes with what the edit form changed (the redrive policy too)."""
+        ctx, name = self._ctx(req, form, operator), form.get("queue", "")
+        queue = await self.service.queue(ctx, name)
+        changes = forms.edited_attributes(form, ctx, queue.attributes)
+        if not changes:
+            return _to_queue(ctx.region, name, done="unchanged")
+        await self.calls.call(operator, ctx, "SetQueueAttributes",
+                              {"QueueUrl": ctx.queue_url(name), "Attributes": changes})
+        return _to_queue(ctx.region, name, done="edited", id=", ".join(sorted(changes)))
+
+    async def edit_tags(self, req: Request, form: Form, operator: Operator) -> Response:
+        """TagQueue and UntagQueue to make the queue's tags the form's lines."""
+        ctx, name = self._ctx(req, form, operator), form.get("queue", "")
+        url = ctx.queue_url(name)
+        queue = await self.service.queue(ctx, name)
+        added, removed = forms.edited_tags(form, queue.tags)
+        # Both checked before either runs: a key allowed one but not the other changes nothing.
+        if added:
+            self.calls.authorize(operator, ctx, "TagQueue", {"QueueUrl": url})
+        if removed:
+            self.calls.authorize(operator, ctx, "UntagQueue", {"QueueUrl": url})
+        if added:
+            await self.calls.call(operator, ctx, "TagQueue", {"QueueUrl": url, "Tags": added})
+        if removed:
+            await self.calls.call(operator, ctx, "UntagQueue",
+                                  {"QueueUrl": url, "TagKeys": removed})
+        if not added and not removed:
+            return _to_queue(ctx.region, name, done="unchanged")
+        return _to_queue(ctx.region, name, done="tagged", n=len(added), m=len(removed))
+
     async def purge_queue(self, req: Request, form: Form, operator: Operator) -> Response:
         ctx, name = self._ctx(req, form, operator), _confirmed(form)
         await self.calls.call(operator, ctx, "PurgeQueue", {"QueueUrl": ctx.queue_url(name)})
@@ -93,8 +125,9 @@ class Actions:
         return _to_queue(ctx.region, name, done="sent", id=sent["MessageId"])
 
     async def delete_messages(self, req: Request, form: Form, operator: Operator) -> Response:
-        """DeleteMessageBatch by the latest receipt of each ticked message (looked up, not
-        received); a message without one is left, and said so."""
+        """The ticked messages (looked up, not received): those received since they arrived
+        by DeleteMessageBatch with their latest receipt, as any client deletes; the others,
+        which no receipt names, by the service's console-only drop, recorded like a call."""
         ctx, name = self._ctx(req, form, operator), form.get("queue", "")
         url = ctx.queue_url(name)
         self.calls.authorize(operator, ctx, "DeleteMessage", {"QueueUrl": url})
@@ -102,8 +135,8 @@ class Actions:
         if not ids:
             raise FormError("Tick at least one message to delete.")
         queue = await self.service.queue(ctx, name)
-        found = await messages.find(self.service, queue, set(ids))
-        handles = [encode_handle(queue, m.seq, m.receipt) for m, _ in found.values()
+        found = [m for m, _ in (await messages.find(self.service, queue, set(ids))).values()]
+        handles = [encode_handle(queue, m.seq, m.receipt) for m in found
                    if m.receipt is not None]
         deleted = 0
         batch = self.service.limits.max_batch_entries
@@ -113,6 +146,12 @@ class Actions:
             result = await self.calls.call(operator, ctx, "DeleteMessageBatch",
                                            {"QueueUrl": url, "Entries": entries})
             deleted += len(result.get("Successful", []))
+        unreceived = [m for m in found if m.receipt is None]
+        if unreceived:
+            dropped = await self.service.drop_unreceived(queue, unreceived, operator.key_id)
+            self.calls.record(operator, ctx, "DeleteMessage", {"QueueUrl": url},
+                              f"ok: {len(dropped)} not received, deleted by the console")
+            deleted += len(dropped)
         left = len(ids) - deleted
         return _to_queue(ctx.region, name, done="not-deleted" if left else "deleted-messages",
                          n=deleted, m=left)

@@ -87,7 +87,7 @@ class Calls:
             raise
         finally:
             self.observe(action, outcome, time.perf_counter() - started)
-            self._record(operator, ctx, action, request, outcome)
+            self.record(operator, ctx, action, request, outcome)
 
     def authorize(self, operator: Operator, ctx: RequestContext, action: str,
                   request: dict[str, Any]) -> None:
@@ -95,11 +95,13 @@ class Calls:
         try:
             operator.check(action, request, ctx)
         except AccessDenied as error:
-            self._record(operator, ctx, action, request, error.code)
+            self.record(operator, ctx, action, request, error.code)
             raise
 
-    def _record(self, operator: Operator, ctx: RequestContext, action: str,
-                request: dict[str, Any], outcome: str) -> None:
+    def record(self, operator: Operator, ctx: RequestContext, action: str,
+               request: dict[str, Any], outcome: str) -> None:
+        """Log a call (or the console's own deed) with who made it, and keep it for the
+        overview's recent actions."""
         target = _target(request)
         self.recent.appendleft(Done(self.service.clock.now_ms(), operator.key_id, ctx.region,
                                     action, target, outcome))

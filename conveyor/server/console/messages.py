@@ -39,12 +39,6 @@ async def find(service: Service, queue: QueueRecord, ids: set[str]) -> dict[str,
     return found
 
 
-def deletable(message: StoredMessage) -> bool:
-    """Whether DeleteMessage can remove it: the store deletes by the receipt of the latest
-    receive, so a message never received (or moved since) has none to delete it by."""
-    return message.receipt is not None
-
-
 async def section(service: Service, v: Visit, queue: QueueRecord, counts: Counts,
                   can_delete: bool) -> str:
     """The Messages part of a queue's page: search, paging, the table, delete."""
@@ -100,7 +94,7 @@ def _table(v: Visit, queue: QueueRecord, shown: list[Peeked], now_ms: int,
     for m, visible_at in shown:
         box = (f'<input type="checkbox" name="{escape(selection_field(m.message_id))}" '
                f'value="1" aria-label="select {escape(m.message_id)}">'
-               if can_delete and deletable(m) else "")
+               if can_delete else "")
         link = parts.message_path(queue.region, queue.name, m.message_id)
         rows.append([box, f'<a href="{escape(link)}">{escape(m.message_id)}</a>',
                      parts.when(m.sent_ms, now_ms), parts.state(m, visible_at, now_ms),
@@ -152,13 +146,10 @@ async def page(service: Service, v: Visit, queue: QueueRecord, message_id: str,
             parts.table(["", ""], facts), "<h2>Body</h2>",
             f"<pre>{escape(_pretty(m.body))}</pre>", "<h2>Message attributes</h2>",
             parts.table(["Name", "Type", "Value"], attrs) if attrs else parts.muted("none")]
-    if can_delete and deletable(m):
+    if can_delete:
         body.append(parts.form("delete-messages", v.csrf, {
             "region": queue.region, "queue": queue.name, selection_field(m.message_id): "1"},
             '<button class="danger">Delete this message</button>'))
-    elif can_delete:
-        body.append(parts.muted("It has not been received since it arrived here, so there "
-                                "is no receipt to delete it by."))
     return render(200, "Message", "\n".join(body), who=v.who, header=v.header)
 
 

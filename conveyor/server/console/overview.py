@@ -11,7 +11,7 @@ from __future__ import annotations
 from html import escape
 from urllib.parse import urlencode
 
-from conveyor.server.console import parts
+from conveyor.server.console import charts, parts
 from conveyor.server.console.calls import Done
 from conveyor.server.console.frame import PREFIX, render
 from conveyor.server.console.visit import Visit
@@ -64,14 +64,16 @@ class Overview:
 
     def _table(self, v: Visit, rows: list[QueueRecord], counts: dict[int, Counts],
                sources: dict[str, list[str]], holding: dict[int, Counts]) -> str:
-        cells = [[parts.queue_link(q.region, q.name), escape(q.region),
+        now_ms = self.service.clock.now_ms()
+        cells = [[_name_cell(q, q.id in holding), escape(q.region),
                   "FIFO" if q.fifo else "standard", *parts.count_cells(counts[q.id]),
+                  charts.overview_chart(self.service.activity.history(q.id, now_ms)),
                   parts.redrive_cell(q),
                   parts.sources_cell(q.region, sources.get(_arn(q, v.account_id), []))]
                  for q in rows]
         return parts.table(["Queue", "Region", "Type", "Visible", "In flight", "Delayed",
-                            "Dead letters go to", "Dead-letter queue of"], cells,
-                           numeric=(3, 4, 5),
+                            "Received/s, last hour", "Dead letters go to",
+                            "Dead-letter queue of"], cells, numeric=(3, 4, 5),
                            row_classes=["alert" if q.id in holding else "" for q in rows])
 
     def _create_form(self, v: Visit, region: str) -> str:
@@ -100,6 +102,12 @@ class Overview:
             '<label>Tags <span class="muted">(<code>key = value</code> a line)</span>'
             '<textarea name="tags"></textarea></label><button>Create queue</button>')
         return parts.form("create-queue", v.csrf, {}, f"<details>{inner}</details>")
+
+
+def _name_cell(queue: QueueRecord, holding: bool) -> str:
+    link = parts.queue_link(queue.region, queue.name)
+    return (f'{link} <span class="badge" title="a dead-letter queue holding messages">'
+            "dead letters</span>" if holding else link)
 
 
 def _sources(queues: list[QueueRecord], account_id: str) -> dict[str, list[str]]:

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from html import escape
 
-from conveyor.server.console import messages, parts
+import orjson
+
+from conveyor.server.console import charts, forms, messages, parts
 from conveyor.server.console.frame import PREFIX, render
 from conveyor.server.console.visit import Visit
 from conveyor.server.http import Response
@@ -33,6 +35,7 @@ class QueuePage:
                 ctx, {"QueueUrl": name})).get("queueUrls", [])
             tasks = (await self.service.list_message_move_tasks(
                 ctx, {"SourceArn": ctx.queue_arn(name), "MaxResults": MOVE_TASKS_SHOWN}))
+            await self.service.sample_oldest_age(queue)
         except SqsError as error:
             return _not_found(v, error.message)
         counts = Counts(int(attributes.get("ApproximateNumberOfMessages", 0)),
@@ -43,6 +46,9 @@ class QueuePage:
                 f"<p>URL <code>{escape(ctx.queue_url(name))}</code><br>"
                 f"ARN <code>{escape(ctx.queue_arn(name))}</code></p>",
                 f'<section id="counts" data-live>{_counts(counts)}</section>',
+                '<section id="activity" data-live>' + charts.queue_charts(
+                    self.service.activity.history(queue.id, self.service.clock.now_ms()))
+                + "</section>",
                 self._actions(v, ctx, queue),
                 "<h2>Dead letters</h2>",
                 f"<p>Go to: {parts.redrive_cell(queue)}<br>"
@@ -59,10 +65,11 @@ class QueuePage:
                                     "so the console does not show them."))
         body += ["<h2>Attributes</h2>", '<section id="attributes" data-live>', parts.table(
             ["Name", "Value"], [[escape(k), f"<code>{escape(val)}</code>"]
-                                for k, val in sorted(attributes.items())]), "</section>"]
+                                for k, val in sorted(attributes.items())]), "</section>",
+                 _edit_form(v, queue)]
         body += ["<h2>Tags</h2>", parts.table(["Key", "Value"], [
             [escape(k), escape(val)] for k, val in sorted(queue.tags.items())])
-            if queue.tags else parts.muted("none")]
+            if queue.tags else parts.muted("none"), _tags_form(v, queue)]
         return render(200, name, "\n".join(body), refresh=True, who=v.who, header=v.header)
 
     async def message(self, v: Visit, region: str, name: str, message_id: str) -> Response:
@@ -110,6 +117,43 @@ class QueuePage:
             '<label>at most <input name="rate" inputmode="numeric" pattern="[0-9]*" '
             'placeholder="500" aria-label="messages per second"> messages/s</label>'
             "<button>Start redrive</button></div>"))
+
+
+def _edit_form(v: Visit, queue: QueueRecord) -> str:
+    """SetQueueAttributes: the common attributes as lines, the dead-letter queue apart."""
+    if not v.may("SetQueueAttributes", {"QueueUrl": queue.name}, queue.region):
+        return ""
+    names = forms.EDIT_FIELDS + (forms.EDIT_FIFO_FIELDS if queue.fifo else ())
+    lines = "\n".join(f"{n} = {queue.attributes[n]}" for n in names if n in queue.attributes)
+    dlq, count = "", ""
+    if queue.attributes.get("RedrivePolicy"):
+        policy = orjson.loads(queue.attributes["RedrivePolicy"])
+        dlq = str(policy.get("deadLetterTargetArn", "")).rsplit(":", 1)[-1]
+        count = str(policy.get("maxReceiveCount", ""))
+    return parts.form("edit-queue", v.csrf, {"region": queue.region, "queue": queue.name}, (
+        "<details><summary>Edit attributes</summary>"
+        '<label>Attributes <span class="muted">(<code>Name = value</code> a line; only '
+        'changed lines are set; add e.g. <code>RedriveAllowPolicy = {...}</code>)</span>'
+        f'<textarea name="attributes" rows="{len(names) + 1}">{escape(lines)}</textarea>'
+        '</label><label>Dead-letter queue <span class="muted">(empty: none)</span><br>'
+        f'<input name="dlq" value="{escape(dlq)}" autocomplete="off"></label>'
+        '<label>Receives before dead-lettering<br><input name="max_receive_count" '
+        f'inputmode="numeric" pattern="[0-9]*" placeholder="5" value="{escape(count)}">'
+        "</label><button>Save attributes</button></details>"))
+
+
+def _tags_form(v: Visit, queue: QueueRecord) -> str:
+    """TagQueue / UntagQueue: the tags as lines; a line removed is a tag removed."""
+    request = {"QueueUrl": queue.name}
+    if not (v.may("TagQueue", request, queue.region)
+            or v.may("UntagQueue", request, queue.region)):
+        return ""
+    lines = "\n".join(f"{k} = {val}" for k, val in sorted(queue.tags.items()))
+    return parts.form("edit-tags", v.csrf, {"region": queue.region, "queue": queue.name}, (
+        "<details><summary>Edit tags</summary>"
+        '<label>Tags <span class="muted">(<code>key = value</code> a line)</span>'
+        f'<textarea name="tags">{escape(lines)}</textarea></label>'
+        "<button>Save tags</button></details>"))
 
 
 def _send_fields(queue: QueueRecord) -> str:

@@ -19,9 +19,12 @@ NOTICES = {
     "purged": "Purged: every message sent before now is being deleted.",
     "created": "Created the queue.",
     "queue-deleted": "Deleted queue {id}.",
+    "edited": "Changed {id}.",
+    "tagged": "Tags: {n} set, {m} removed.",
+    "unchanged": "Nothing to change.",
     "deleted-messages": "Deleted {n} message(s).",
-    "not-deleted": "Deleted {n} message(s); {m} had no receipt to delete them by (not "
-                   "received since they arrived here) or were gone.",
+    "not-deleted": "Deleted {n} message(s); {m} were gone, or received meanwhile and left "
+                   "to their receiver.",
     "redrive": "Redrive started: its progress is below.",
     "cancelled": "Redrive cancelled after {n} message(s).",
 }
