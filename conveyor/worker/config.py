@@ -43,6 +43,7 @@ class WorkerConfig:
     max_error_visibility_timeout: int = 3600
     drain_timeout: int = 30
     poll_wait_time: int = 20
+    extended_poll_wait_time: int = 120
     idle_backoff_min: float = 0.5
     idle_backoff_max: float = 5.0
     signing_secret: str = ""

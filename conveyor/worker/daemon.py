@@ -54,6 +54,7 @@ from conveyor.worker.groups import GroupQueues
 from conveyor.worker.metrics import WorkerMetrics
 from conveyor.worker.presence import Presence
 from conveyor.worker.queues import WorkerQueues, prepare_worker_queue, send_to_dead_letter
+from conveyor.worker.receiver import Receiver
 from conveyor.worker.status import StatusServer
 
 log = logging.getLogger(__name__)
@@ -119,6 +120,7 @@ class Worker:
         self._delete: Batcher | None = None
         self._change: Batcher | None = None
         self.presence: Presence | None = None
+        self.receiver: Receiver | None = None
         self._deliverer = Deliverer(config, self.queue_name)
         self.cron = CronService.from_config(config, self.queue_name, self.metrics.registry)
 
@@ -190,13 +192,17 @@ class Worker:
         self._change.start()
         await self._deliverer.open()
         await self.cron.start(sqs, url)
+        self.presence = Presence(sqs, self.queue_name,
+                                  lambda: {**self.health()[1], "app": self.config.post_url})
+        self.receiver = Receiver(sqs, url, wait_s=self.config.poll_wait_time,
+                                 extended_wait_s=self.config.extended_poll_wait_time,
+                                 visibility_timeout_s=self.config.visibility_timeout,
+                                 presence=self.presence)
         dispatchers = [asyncio.create_task(self._dispatch_loop(), name=f"dispatch-{i}")
                        for i in range(self.config.http_connections)]
         pollers = [asyncio.create_task(self._poll_loop(), name=f"poll-{i}")
                    for i in range(self._pollers)]
         heartbeat = asyncio.create_task(self._heartbeat_loop(), name="heartbeat")
-        self.presence = Presence(sqs, self.queue_name,
-                                  lambda: {**self.health()[1], "app": self.config.post_url})
         self.presence.start()
         self.state = "running"
         self.ready.set()
@@ -253,8 +259,7 @@ class Worker:
     # -- polling --------------------------------------------------------------
 
     async def _poll_loop(self) -> None:
-        assert self._sqs is not None
-        config = self.config
+        assert self.receiver is not None
         while True:
             await self._waiting.wait_free()
             await self._slots.take(self._batch)
@@ -262,9 +267,7 @@ class Worker:
             try:
                 # "All" system attributes: the daemon needs SentTimestamp (RetentionPeriod),
                 # MessageGroupId (FIFO order) and ApproximateReceiveCount (MaxRetries).
-                messages = await self._sqs.receive_messages(
-                    self.queue_url, max_messages=self._batch, wait_time_s=config.poll_wait_time,
-                    visibility_timeout_s=config.visibility_timeout, system_attributes=("All",))
+                received = await self.receiver.receive(self._batch)
             except (SQSTransportError, SQSError) as exc:
                 self._slots.give(self._batch)
                 self._log_poll_error(exc)
@@ -273,13 +276,15 @@ class Worker:
             except BaseException:
                 self._slots.give(self._batch)
                 raise
+            messages = received.messages
             self._slots.give(self._batch - len(messages))
             self._poll_succeeded()
             if messages:
                 self._accept(messages, started)
                 await asyncio.sleep(0)  # let the dispatchers start these POSTs before we
                 # spend CPU signing the next receive
-            await self._idle.after_poll(len(messages), self._batch)
+            early = time.monotonic() - started < received.wait_s / 2
+            await self._idle.after_poll(len(messages), self._batch, early)
 
     def _accept(self, messages: list[Message], received_s: float) -> None:
         visible_until = received_s + self.config.visibility_timeout
