@@ -97,6 +97,9 @@ CONVEYOR_OPTIONS = (
     Option("IdleBackoffMax", "idle_backoff_max", float, 5.0,
            "Longest pause (seconds) between such empty polls; the pause is randomized.",
            0, 3600),
+    Option("HealthCheckPath", "health_check_path", str, "",
+           "Path on the app to GET while it looks unavailable; a 2xx answer means it is back "
+           "('' = none: a held message is POSTed instead)."),
     Option("SigningSecret", "signing_secret", str, "",
            "If set, each POST carries an X-Conveyor-Signature HMAC-SHA256 header."),
     Option("StatusPort", "status_port", int, 0,
