@@ -16,6 +16,15 @@ would cost each of them a receive per failure (ApproximateReceiveCount counts ev
 receive), so they would reach maxReceiveCount and the dead-letter queue with their first
 message, unprocessed. Its attempts are counted here the way SQS would count them, and
 after maxReceiveCount of them the worker moves it to the dead-letter queue itself.
+
+When the app is unavailable (breaker.py says how a POST's outcome shows it), each failure
+would also cost a receive, and an outage of a few minutes would dead-letter every message
+the worker touched. So the circuit breaker opens: no more receives; what the worker holds
+stays invisible and is tried again here, after a short back-off; after GRACE_S it is
+released (visibility 0) for other workers, except MAX_PROBES messages (and the FIFO groups
+behind them) kept to try the app with, by POST or after a passing HealthCheckPath. Once
+the app answers, the kept messages go to it first, and receiving resumes. A message
+released costs one receive per outage; one kept costs none.
 """
 
 from __future__ import annotations
