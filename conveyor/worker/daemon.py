@@ -221,7 +221,7 @@ class Worker:
                                  presence=self.presence)
         dispatchers = [asyncio.create_task(self._dispatch_loop(), name=f"dispatch-{i}")
                        for i in range(self.config.http_connections)]
-        pollers = [asyncio.create_task(self._poll_loop(), name=f"poll-{i}")
+        pollers = [asyncio.create_task(self._poll_loop(first=i == 0), name=f"poll-{i}")
                    for i in range(self._pollers)]
         heartbeat = asyncio.create_task(self._heartbeat_loop(), name="heartbeat")
         self.presence.start()
@@ -284,8 +284,10 @@ class Worker:
 
     # -- polling --------------------------------------------------------------
 
-    async def _poll_loop(self) -> None:
+    async def _poll_loop(self, *, first: bool) -> None:
         assert self.receiver is not None
+        if not first:
+            await self._idle.start_parked()
         while True:
             await self._breaker.closed.wait()  # no receiving while the app is unavailable
             await self._waiting.wait_free()

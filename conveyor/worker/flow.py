@@ -67,6 +67,12 @@ class IdleControl:
         if received:
             self._backoff.reset()
 
+    async def start_parked(self) -> None:
+        """For every poller but the first: park before the first poll, as an idle worker's
+        pollers would be after theirs. The first poll's full batch (a backlog) wakes them
+        all; an idle worker starts with one long poll, not one per poller."""
+        await self._park()
+
     async def _park(self) -> None:
         self.active -= 1
         try:
