@@ -63,6 +63,7 @@ class Presence:
         self._last_status: dict[str, Any] | None = None
         self._sent_s = -math.inf
         self._expires_s = -math.inf
+        self._undo: tuple[dict[str, Any] | None, float, float] | None = None
 
     @property
     def enabled(self) -> bool:
@@ -83,14 +84,27 @@ class Presence:
 
     def for_poll(self, wait_s: float) -> dict[str, Any] | None:
         """The announcement a long poll of `wait_s` should carry, or None when none is due
-        before it ends. Call `carried` once the poll was answered."""
+        before it ends. It counts as made from now (the server records it before the poll
+        waits): call `carried` when the poll is answered, `lost` when it fails."""
         if not self.enabled or not self._due(horizon_s=wait_s + ANNOUNCE_EVERY_S):
             return None
-        return self.request(wait_s + TTL_MARGIN_S)
+        request = self.request(wait_s + TTL_MARGIN_S)
+        self._undo = (self._last_status, self._sent_s, self._expires_s)
+        self._note(request, self._clock())
+        return request
 
     def carried(self, request: dict[str, Any], sent_s: float) -> None:
         """The server took `request` (an AnnounceWorker request) at monotonic `sent_s`."""
         self.extension.worked()
+        self._note(request, sent_s)
+
+    def lost(self) -> None:
+        """The poll that carried the last announcement failed: it was not made."""
+        if self._undo is not None:
+            self._last_status, self._sent_s, self._expires_s = self._undo
+            self._undo = None
+
+    def _note(self, request: dict[str, Any], sent_s: float) -> None:
         self._last_status = request["Status"]
         self._sent_s = sent_s
         self._expires_s = sent_s + request["TtlSeconds"]

@@ -110,6 +110,8 @@ class Receiver:
                                           timeout_s=wait_s + _ANSWER_MARGIN_S,
                                           target_prefix=TARGET_PREFIX)
         except (SQSError, SQSTransportError) as exc:
+            if announcement is not None and self._presence is not None:
+                self._presence.lost()
             elapsed_s = self._clock() - started
             if not self._was_cut(exc, elapsed_s, wait_s):
                 raise
