@@ -5,10 +5,11 @@ The worker tier runs unchanged on Amazon SQS and other SQS servers; Conveyor's e
 understood. Amazon SQS refuses an unknown target with a 4xx; moto answers an HTML 500; a
 Conveyor server that is briefly unavailable answers a proper ServiceUnavailable error.
 So an error answer counts as a refusal unless it is a throttle or a server's own
-retryable error, or the endpoint already answered the extension before (then a 5xx is
-its passing trouble). A refused extension is asked again after `RECHECK_S`, so a worker
-that started before its server was upgraded picks the extension up within the hour, at
-the cost of one refused call an hour elsewhere.
+retryable error; once the endpoint has answered the extension, only an "unknown action"
+refuses it (a server rolled back to an older version), and any other error is about the
+call (a queue deleted meanwhile, the server's passing trouble). A refused extension is
+asked again after `RECHECK_S`, so a worker that started before its server was upgraded
+picks the extension up within the hour, at the cost of one refused call an hour elsewhere.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ RECHECK_S = 3600.0
 # Error codes that say "later", not "no such thing": an SQS-speaking server's own answers.
 _PASSING = ("ServiceUnavailable", "InternalError", "InternalFailure", "RequestThrottled",
             "ThrottlingException", "Throttling", "AWS.SimpleQueueService.RequestThrottled")
+# What an SQS-speaking server answers to an action it does not have.
+_UNKNOWN_ACTION = ("InvalidAction", "UnknownOperationException", "UnknownOperation")
 
 
 class Extension:
@@ -49,7 +52,7 @@ class Extension:
         next recheck), False when the error is passing trouble worth the usual retry."""
         if exc.status == 429 or exc.matches(*_PASSING):
             return False
-        if self.confirmed and exc.status >= 500:
+        if self.confirmed and not exc.matches(*_UNKNOWN_ACTION):
             return False
         self.confirmed = False
         self._off_until_s = self._clock() + self._recheck_s

@@ -318,3 +318,17 @@ def test_an_announcement_on_a_failed_poll_is_made_again() -> None:
         run(receiver.receive(10))
     assert sqs.calls[0][1]["Announce"] is not None
     assert presence.for_poll(120) is not None  # still due: the failed poll did not make it
+
+
+def test_a_confirmed_extension_survives_errors_about_the_call_but_not_a_rollback() -> None:
+    clock = FakeClock()
+    sqs = FakeSQS(clock)
+    receiver = _receiver(sqs, clock)
+    run(receiver.receive(10))  # answered: confirmed
+    sqs.poll = SQSError("AWS.SimpleQueueService.NonExistentQueue", "", status=400)
+    with pytest.raises(SQSError):
+        run(receiver.receive(10))
+    assert receiver.extended
+    sqs.poll = SQSError("InvalidAction", "", status=400)  # a server without it now
+    assert run(receiver.receive(10)).wait_s == 20
+    assert not receiver.extended
