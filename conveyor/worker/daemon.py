@@ -695,6 +695,8 @@ class Worker:
     async def _app_back(self) -> bool:
         """One look: the health check if there is one, else a held message; True when the
         app answered (the breaker is then closed)."""
+        if await self._answered_since_suspects():
+            return True
         if self.config.health_check_path:
             if not await self._deliverer.healthy(self.config.health_check_path):
                 return False
@@ -702,12 +704,28 @@ class Worker:
             await self._close_breaker()
             return True
         job = await self._probe_job()
-        if job is None:
-            if self._breaker.held:
-                return False  # a second opinion is on its way (parked by a dispatcher)
-            await self._close_breaker()  # nothing held, nothing waiting: nothing to protect
+        if job is None:  # nothing held (all handed back meanwhile): nothing to protect
+            await self._close_breaker()
             return True
         return await self._try_app(job)
+
+    async def _answered_since_suspects(self) -> bool:
+        """True (and the breaker closed) when the app answered a request that was open when
+        a held message got a SUSPECT answer, after that answer: that message's failure was
+        its own, and it is retried as any failure is (breaker.py)."""
+        breaker = self._breaker
+        own = [job for job in breaker.failed if job.failure is not None
+               and verdict(job.failure) is Verdict.SUSPECT and breaker.last_answer_s > job.failed_s]
+        if not own:
+            return False
+        for job in own:
+            breaker.forget(job)
+            self._stop_waiting(job)
+        await self._close_breaker()
+        for job in own:
+            assert job.failure is not None
+            await self._retry(job, job.failure, counted=True)
+        return True
 
     async def _probe_job(self) -> Job | None:
         """The message to try the app with: an untried one first when the held ones got
@@ -718,7 +736,7 @@ class Worker:
                        for job in breaker.failed)
         if breaker.parked and (suspects or not breaker.failed):
             return breaker.parked[0]
-        if (suspects or not breaker.held) and breaker.wants_second_opinion():
+        if suspects and breaker.wants_second_opinion():
             await self._fetch_one()
         return breaker.failed[0] if breaker.failed else None
 

@@ -340,3 +340,23 @@ def test_a_worker_stopped_while_the_app_is_down_hands_everything_back(sqs, queue
         assert visible["Attributes"]["ApproximateNumberOfMessages"] == "10"
 
     run(scenario())
+
+
+def test_a_503_to_one_message_while_the_app_answers_others_is_its_own_failure(sqs, queue_name):
+    """No health check: the app answering the other messages of the same receive (before
+    or after the 503) shows that it is up, so the 503 counts as a failure of that message:
+    it is given back and received again, not held as if the app were down."""
+    url = make_queue(sqs, queue_name)
+    app = App(_poison(503))
+
+    async def scenario() -> None:
+        await app.up()
+        async with running_worker(url, app.url):
+            [poison, *good] = await _send(sqs, url, ["poison"] + [f"good {i}" for i in range(9)])
+            await wait_until(lambda: any(r.receive_count == 2 for r in app.posts(poison)),
+                             what="the 503'd message received again")
+            await wait_until(lambda: all(app.posts(msgid) for msgid in good), what="the rest")
+        await app.down()
+        assert all(len(app.posts(msgid)) == 1 for msgid in good)
+
+    run(scenario())
