@@ -1,8 +1,8 @@
 """An idle worker: API calls per hour, and how soon a message sent at a random moment
 reaches the app (issue 22).
 
-    .venv/bin/python bench/idle_worker.py                    # ~14 minutes, bounded
-    .venv/bin/python bench/idle_worker.py --idle-seconds 130 --sends 30   # a quick look
+    .venv/bin/python bench/idle_worker.py                    # ~45 minutes, bounded
+    .venv/bin/python bench/idle_worker.py --idle-seconds 130 --sends 30 --max-gap 3  # a look
     .venv/bin/python bench/idle_worker.py --before-src /tmp/conveyor-4f6775b  # + an older worker
 
 Targets, each with its own queue server, its own no-op app (worker_bench.py serve-app,
@@ -23,8 +23,10 @@ no cron.yaml), all on loopback:
    (conveyor_worker_api_calls_total, refused ones included), and on a Conveyor server
    what the server counted by action (conveyor_requests_total).
 2. pick-up: --sends messages per target, one at a time at random moments (gaps uniform in
-   [0, --max-gap] s), each body carrying time.time() taken just before its SendMessage;
-   pick-up = the app's arrival time − that. The targets run side by side.
+   [0, --max-gap] s: 40 by default, so that many sends come after a whole long poll came
+   back empty, as they do to an idle worker), each body carrying time.time() taken just
+   before its SendMessage; pick-up = the app's arrival time − that. The targets run side
+   by side. p50/p99 are nearest-rank (of 100, p99 is the second largest).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import math
 import os
 import random
 import re
@@ -51,7 +54,7 @@ sys.path.insert(0, str(BENCH_DIR))
 sys.path.insert(0, str(BENCH_DIR.parent))
 
 import peers  # noqa: E402
-from worker_bench import free_port, http_json, pct, process  # noqa: E402
+from worker_bench import free_port, http_json, process  # noqa: E402
 
 from conveyor.client import SQSClient  # noqa: E402
 
@@ -70,6 +73,12 @@ class Target:
     status: str = ""
     queue_url: str = ""
     result: dict = field(default_factory=dict)
+
+
+def pct(values: list[float], q: float) -> float:
+    """The nearest-rank percentile: of 100 values, p99 is the second largest."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q * len(ordered)) - 1)] if ordered else float("nan")
 
 
 def scrape(url: str, metric: str, key: str) -> dict[str, float]:
@@ -207,7 +216,9 @@ def main() -> None:
                         help="idle window in real seconds (610: five 120-s polls, thirty "
                              "20-s polls, whatever the phase)")
     parser.add_argument("--sends", type=int, default=100)
-    parser.add_argument("--max-gap", type=float, default=3.0)
+    parser.add_argument("--max-gap", type=float, default=40.0,
+                        help="longest gap between sends: past 20 s, so that sends find the "
+                             "workers idle as well as between polls")
     parser.add_argument("--seed", type=int, default=22)
     parser.add_argument("--before-src", type=Path, default=None,
                         help="also run the worker of this source tree (e.g. an older commit)")
