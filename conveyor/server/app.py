@@ -235,8 +235,13 @@ class App:
             plan = await self.service.plan_receive(ctx, call.request)
         elif call.action == polls.ACTION:  # a longer long poll (service/polls.py)
             plan = await polls.plan_poll(self.service, ctx, call.request)
+            if "Announce" in call.request:
+                self.metrics.announced(polls.ACTION)
         else:
-            return await self.service.action(call.action)(ctx, call.request)
+            result = await self.service.action(call.action)(ctx, call.request)
+            if call.action == "AnnounceWorker":
+                self.metrics.announced(call.action)
+            return result
         result = await self.service.fetch(ctx, plan)
         if result or plan.wait_s == 0 or self.stopping:
             return result

@@ -5,7 +5,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Iterator
 
-from prometheus_client import CollectorRegistry, Gauge, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -102,6 +102,14 @@ class ServerMetrics:
             ["region", "queue", "state"], registry=self.registry)
         self.waiting = Gauge("conveyor_long_polls_waiting", "Receivers parked in a long poll.",
                              registry=self.registry)
+        self._announcements = Counter(
+            "conveyor_worker_announcements", "Announcements of workers and autoscalers, by the "
+            "call that carried them: AnnounceWorker, or a PollMessages long poll.", ["via"],
+            registry=self.registry)
+
+    def announced(self, via: str) -> None:
+        """Count one announcement recorded (see service/workers.py and polls.py)."""
+        self._announcements.labels(via).inc()
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -85,8 +85,11 @@ def test_poll_messages_is_not_part_of_the_sqs_api(raw: RawClient, make_queue: An
 def test_announcements_and_polls_are_named_in_metrics(server: ServerProcess, raw: RawClient,
                                                       make_queue: Any) -> None:
     workers_call(raw, "AnnounceWorker", {"WorkerId": "w", "Queue": "q", "TtlSeconds": 1})
-    _poll(raw, {"QueueUrl": make_queue(), "WaitTimeSeconds": 0})
+    _poll(raw, {"QueueUrl": make_queue(), "WaitTimeSeconds": 0, "Announce": {
+        "WorkerId": "w", "Queue": "q", "TtlSeconds": 1}})
     with urllib.request.urlopen(server.url + "/metrics", timeout=10) as resp:
         text = resp.read().decode()
     assert 'conveyor_requests_total{action="AnnounceWorker",outcome="ok"}' in text
     assert 'conveyor_requests_total{action="PollMessages",outcome="ok"}' in text
+    for via in ("AnnounceWorker", "PollMessages"):
+        assert f'conveyor_worker_announcements_total{{via="{via}"}}' in text
