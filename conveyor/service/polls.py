@@ -15,6 +15,8 @@ this API from the refusal of its first call and falls back to ReceiveMessage.
 
 The server's long-poll loop (server/app.py) runs the plan this returns, as it does
 ReceiveMessage's; a message that becomes receivable wakes the poll at once, as ever.
+An access key limited to actions (server/access.py) needs `PollMessages` among them; a
+worker whose key lacks it is refused (AccessDenied) and falls back to ReceiveMessage.
 """
 
 from __future__ import annotations
