@@ -24,7 +24,7 @@ from conveyor.server.access import AccessKey
 from conveyor.server.http import Request, Response
 from conveyor.server.metrics import CONTENT_TYPE_LATEST, ServerMetrics
 from conveyor.server.waiters import Waiters
-from conveyor.service import ReceivePlan, RequestContext, Service, leases, workers
+from conveyor.service import ReceivePlan, RequestContext, Service, leases, polls, workers
 from conveyor.service.base import queue_name_from
 from conveyor.service.messages import apply_trace_header
 from conveyor.service.validate import plain_name
@@ -36,7 +36,7 @@ log = logging.getLogger("conveyor.server")
 
 # Conveyor's own APIs beside SQS on the same port and protocol: target prefix -> actions.
 EXTENSIONS = {leases.TARGET_PREFIX: frozenset(leases.ACTIONS),
-              workers.TARGET_PREFIX: frozenset(workers.ACTIONS)}
+              workers.TARGET_PREFIX: frozenset(workers.ACTIONS + polls.ACTIONS)}
 
 EXPIRE_EVERY_S = 5.0
 MOVE_EVERY_S = 0.2
@@ -234,9 +234,17 @@ class App:
         trace = req.headers.get("x-amzn-trace-id")
         if trace:
             apply_trace_header(call.action, call.request, trace)
-        if call.action != "ReceiveMessage":
-            return await self.service.action(call.action)(ctx, call.request)
-        plan = await self.service.plan_receive(ctx, call.request)
+        if call.action == "ReceiveMessage":
+            plan = await self.service.plan_receive(ctx, call.request)
+        elif call.action == polls.ACTION:  # a longer long poll (service/polls.py)
+            plan = await polls.plan_poll(self.service, ctx, call.request)
+            if "Announce" in call.request:
+                self.metrics.announced(polls.ACTION)
+        else:
+            result = await self.service.action(call.action)(ctx, call.request)
+            if call.action == "AnnounceWorker":
+                self.metrics.announced(call.action)
+            return result
         result = await self.service.fetch(ctx, plan)
         if result or plan.wait_s == 0 or self.stopping:
             return result

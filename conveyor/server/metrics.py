@@ -5,7 +5,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Callable, Iterator
 
-from prometheus_client import CollectorRegistry, Gauge, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -15,11 +15,14 @@ from prometheus_client.core import (
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
+from conveyor.service import leases, polls, workers
 from conveyor.service.activity import KINDS
-from conveyor.service.leases import ACTIONS
 from conveyor.sqs.shapes import operation_names
 
 __all__ = ["CONTENT_TYPE_LATEST", "ServerMetrics"]
+
+# Conveyor's own actions beside SQS's (server/app.py's EXTENSIONS): each its own label.
+EXTENSION_ACTIONS = frozenset(leases.ACTIONS + workers.ACTIONS + polls.ACTIONS)
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1, 5, 20)
 
@@ -41,7 +44,7 @@ class _RequestStats(Collector):
     def observe(self, action: str, outcome: str, seconds: float) -> None:
         label = self._labels.get(action)
         if label is None:  # an unknown action name must not grow the label set
-            known = action in operation_names() or action in ACTIONS
+            known = action in operation_names() or action in EXTENSION_ACTIONS
             label = self._labels[action] = action if known else "Unknown"
         key = (label, outcome)
         self.counts[key] = self.counts.get(key, 0) + 1
@@ -128,6 +131,14 @@ class ServerMetrics:
             ["region", "queue", "state"], registry=self.registry)
         self.waiting = Gauge("conveyor_long_polls_waiting", "Receivers parked in a long poll.",
                              registry=self.registry)
+        self._announcements = Counter(
+            "conveyor_worker_announcements", "Announcements of workers and autoscalers, by the "
+            "call that carried them: AnnounceWorker, or a PollMessages long poll.", ["via"],
+            registry=self.registry)
+
+    def announced(self, via: str) -> None:
+        """Count one announcement recorded (see service/workers.py and polls.py)."""
+        self._announcements.labels(via).inc()
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

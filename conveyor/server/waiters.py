@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 from collections import deque
 
-MAX_WAIT_S = 20  # the longest WaitTimeSeconds SQS allows
+from conveyor.service.polls import MAX_WAIT_S  # the longest wait: PollMessages's, not SQS's 20
 
 
 class Waiters:

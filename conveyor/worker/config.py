@@ -43,8 +43,10 @@ class WorkerConfig:
     max_error_visibility_timeout: int = 3600
     drain_timeout: int = 30
     poll_wait_time: int = 20
+    extended_poll_wait_time: int = 120
     idle_backoff_min: float = 0.5
     idle_backoff_max: float = 5.0
+    health_check_path: str = ""
     signing_secret: str = ""
     status_port: int = 0
     status_host: str = "127.0.0.1"
@@ -163,9 +165,11 @@ def validate(config: WorkerConfig, sources: Mapping[str, str] | None = None) -> 
     _check_url("AppURL", config.app_url)
     if config.endpoint_url:
         _check_url("EndpointURL", config.endpoint_url)
-    if not config.http_path.startswith("/"):
-        msg = f"HttpPath must start with '/', got {config.http_path!r}"
-        raise ConfigError(msg)
+    for name, path in (("HttpPath", config.http_path),
+                       ("HealthCheckPath", config.health_check_path or "/")):
+        if not path.startswith("/"):
+            msg = f"{name} must start with '/', got {path!r}"
+            raise ConfigError(msg)
     if config.idle_backoff_min > config.idle_backoff_max:
         msg = (f"IdleBackoffMin ({config.idle_backoff_min:g}) must not exceed "
                f"IdleBackoffMax ({config.idle_backoff_max:g})")

@@ -16,6 +16,15 @@ would cost each of them a receive per failure (ApproximateReceiveCount counts ev
 receive), so they would reach maxReceiveCount and the dead-letter queue with their first
 message, unprocessed. Its attempts are counted here the way SQS would count them, and
 after maxReceiveCount of them the worker moves it to the dead-letter queue itself.
+
+When the app is unavailable (breaker.py says how a POST's outcome shows it), each failure
+would also cost a receive, and an outage of a few minutes would dead-letter every message
+the worker touched. So the circuit breaker opens: no more receives; what the worker holds
+stays invisible and is tried again here, after a short back-off; after GRACE_S it is
+released (visibility 0) for other workers, except MAX_PROBES messages (and the FIFO groups
+behind them) kept to try the app with, by POST or after a passing HealthCheckPath. Once
+the app answers, the kept messages go to it first, and receiving resumes. A message
+released costs one receive per outage; one kept costs none.
 """
 
 from __future__ import annotations
@@ -47,6 +56,13 @@ from conveyor.worker.backoff import (
     failure_visibility,
 )
 from conveyor.worker.batcher import Batcher
+from conveyor.worker.breaker import (
+    GRACE_S,
+    MAX_PROBES,
+    Breaker,
+    Verdict,
+    verdict,
+)
 from conveyor.worker.config import WorkerConfig
 from conveyor.worker.delivery import Deliverer, Outcome
 from conveyor.worker.flow import IdleControl, Slots
@@ -54,6 +70,7 @@ from conveyor.worker.groups import GroupQueues
 from conveyor.worker.metrics import WorkerMetrics
 from conveyor.worker.presence import Presence
 from conveyor.worker.queues import WorkerQueues, prepare_worker_queue, send_to_dead_letter
+from conveyor.worker.receiver import Receiver
 from conveyor.worker.status import StatusServer
 
 log = logging.getLogger(__name__)
@@ -85,6 +102,8 @@ class Job:
     waiting: bool = False  # held back here without a slot (behind its group, or a retry)
     retry: asyncio.TimerHandle | None = None  # when a retry here is due
     exhausted: bool = False  # failed maxReceiveCount times: for the dead-letter queue
+    failure: Outcome | None = None  # the POST that found the app unavailable (held since)
+    failed_s: float = 0.0  # monotonic time of that POST's answer
 
 
 class Worker:
@@ -119,7 +138,11 @@ class Worker:
         self._delete: Batcher | None = None
         self._change: Batcher | None = None
         self.presence: Presence | None = None
+        self.receiver: Receiver | None = None
         self._deliverer = Deliverer(config, self.queue_name)
+        self._breaker: Breaker[Job] = Breaker(self._rng)
+        self._prober: asyncio.Task[None] | None = None
+        self._grace: asyncio.TimerHandle | None = None
         self.cron = CronService.from_config(config, self.queue_name, self.metrics.registry)
 
     # -- life cycle -----------------------------------------------------------
@@ -190,13 +213,17 @@ class Worker:
         self._change.start()
         await self._deliverer.open()
         await self.cron.start(sqs, url)
-        dispatchers = [asyncio.create_task(self._dispatch_loop(), name=f"dispatch-{i}")
-                       for i in range(self.config.http_connections)]
-        pollers = [asyncio.create_task(self._poll_loop(), name=f"poll-{i}")
-                   for i in range(self._pollers)]
-        heartbeat = asyncio.create_task(self._heartbeat_loop(), name="heartbeat")
         self.presence = Presence(sqs, self.queue_name,
                                   lambda: {**self.health()[1], "app": self.config.post_url})
+        self.receiver = Receiver(sqs, url, wait_s=self.config.poll_wait_time,
+                                 extended_wait_s=self.config.extended_poll_wait_time,
+                                 visibility_timeout_s=self.config.visibility_timeout,
+                                 presence=self.presence)
+        dispatchers = [asyncio.create_task(self._dispatch_loop(), name=f"dispatch-{i}")
+                       for i in range(self.config.http_connections)]
+        pollers = [asyncio.create_task(self._poll_loop(first=i == 0), name=f"poll-{i}")
+                   for i in range(self._pollers)]
+        heartbeat = asyncio.create_task(self._heartbeat_loop(), name="heartbeat")
         self.presence.start()
         self.state = "running"
         self.ready.set()
@@ -213,6 +240,11 @@ class Worker:
         DrainTimeout, release the rest with visibility 0, and flush every batch."""
         self.state = "draining"
         await self.cron.stop()  # hand the cron lease over before the drain, not after
+        if self._grace is not None:
+            self._grace.cancel()
+        if self._prober is not None:
+            self._prober.cancel()
+            await asyncio.gather(self._prober, return_exceptions=True)
         for task in pollers:
             task.cancel()
         await asyncio.gather(*pollers, return_exceptions=True)
@@ -252,19 +284,19 @@ class Worker:
 
     # -- polling --------------------------------------------------------------
 
-    async def _poll_loop(self) -> None:
-        assert self._sqs is not None
-        config = self.config
+    async def _poll_loop(self, *, first: bool) -> None:
+        assert self.receiver is not None
+        if not first:
+            await self._idle.start_parked()
         while True:
+            await self._breaker.closed.wait()  # no receiving while the app is unavailable
             await self._waiting.wait_free()
             await self._slots.take(self._batch)
             started = time.monotonic()
             try:
                 # "All" system attributes: the daemon needs SentTimestamp (RetentionPeriod),
                 # MessageGroupId (FIFO order) and ApproximateReceiveCount (MaxRetries).
-                messages = await self._sqs.receive_messages(
-                    self.queue_url, max_messages=self._batch, wait_time_s=config.poll_wait_time,
-                    visibility_timeout_s=config.visibility_timeout, system_attributes=("All",))
+                received = await self.receiver.receive(self._batch)
             except (SQSTransportError, SQSError) as exc:
                 self._slots.give(self._batch)
                 self._log_poll_error(exc)
@@ -273,13 +305,15 @@ class Worker:
             except BaseException:
                 self._slots.give(self._batch)
                 raise
+            messages = received.messages
             self._slots.give(self._batch - len(messages))
             self._poll_succeeded()
             if messages:
                 self._accept(messages, started)
                 await asyncio.sleep(0)  # let the dispatchers start these POSTs before we
                 # spend CPU signing the next receive
-            await self._idle.after_poll(len(messages), self._batch)
+            early = time.monotonic() - started < received.wait_s / 2
+            await self._idle.after_poll(len(messages), self._batch, early)
 
     def _accept(self, messages: list[Message], received_s: float) -> None:
         visible_until = received_s + self.config.visibility_timeout
@@ -333,26 +367,45 @@ class Worker:
             return
         if not await self._admit_scheduled(job):
             return
+        if self._breaker.is_open:  # the app is unavailable: hold it, do not try it
+            self._park(job)
+            return
+        self.metrics.waited(time.monotonic() - job.accepted_s)
+        await self._settle(job, await self._post(job))
+
+    async def _post(self, job: Job) -> Outcome:
+        """POST the message to the app (job.started_s says since when)."""
         job.started_s = time.monotonic()
-        self.metrics.waited(job.started_s - job.accepted_s)
         self.metrics.in_flight(1)
         try:
-            outcome = await self._deliverer.deliver(message)
+            return await self._deliverer.deliver(job.message)
         except asyncio.CancelledError:
             self._release(job)
             raise
         finally:
             self.metrics.in_flight(-1)
+
+    async def _settle(self, job: Job, outcome: Outcome) -> None:
+        """Act on a POST's outcome: delete, retry, or hold it while the app is unavailable."""
+        seen = verdict(outcome)
+        if seen is Verdict.ANSWERED:
+            self._breaker.answered()
         if outcome.ok:
-            self._submit_delete(message)
-            self._finish(job)
-            self.metrics.succeeded(outcome.elapsed_s)
-            if log.isEnabledFor(logging.DEBUG):
-                log.debug("job done: queue=%s message=%s status=%s time=%.3fs", self.queue_name,
-                          message.message_id, outcome.status, outcome.elapsed_s,
-                          extra=self._fields(message, outcome="done", status=outcome.status))
+            self._done(job, outcome)
+        elif seen is Verdict.DOWN or (seen is Verdict.SUSPECT and not self._own_failure(job)):
+            self._app_unavailable(job, outcome, seen)
         else:
             await self._retry(job, outcome)
+
+    def _done(self, job: Job, outcome: Outcome) -> None:
+        message = job.message
+        self._submit_delete(message)
+        self._finish(job)
+        self.metrics.succeeded(outcome.elapsed_s)
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("job done: queue=%s message=%s status=%s time=%.3fs", self.queue_name,
+                      message.message_id, outcome.status, outcome.elapsed_s,
+                      extra=self._fields(message, outcome="done", status=outcome.status))
 
     async def _admit_scheduled(self, job: Job) -> bool:
         """Periodic tasks: a scheduled job whose run another message already carries is
@@ -402,6 +455,7 @@ class Worker:
     def _finish(self, job: Job) -> None:
         """The daemon is done with this message; on a FIFO queue its group's next may go."""
         self._jobs.pop(job.message.receipt_handle, None)
+        self._breaker.forget(job)
         self._stop_waiting(job)
         if job.retry is not None:
             job.retry.cancel()
@@ -452,7 +506,7 @@ class Worker:
                         "message=%s code=%s", self.queue_name, message.message_id, refusal,
                         extra=self._fields(message, outcome="delete-failed", code=refusal))
 
-    async def _retry(self, job: Job, outcome: Outcome) -> None:
+    async def _retry(self, job: Job, outcome: Outcome, *, counted: bool = False) -> None:
         """Try a failed message again after a back-off: SQS gives it back (or, once its
         next receive would exceed maxReceiveCount, moves it to the dead-letter queue) -
         unless later messages of its FIFO group wait here behind it (see the module's
@@ -470,7 +524,8 @@ class Worker:
         else:
             seconds = failure_visibility(count, config.error_visibility_timeout,
                                          config.max_error_visibility_timeout, self._rng)
-        self.metrics.failed(outcome.status, outcome.elapsed_s)
+        if not counted:
+            self.metrics.failed(outcome.status, outcome.elapsed_s)
         held = self._holds_group(job)
         after = "moves to the dead-letter queue" if final else f"retry in {seconds}s"
         if held:
@@ -551,6 +606,188 @@ class Worker:
         """What a JSON log line (conveyor.logs) carries besides its text."""
         return {"queue": self.queue_name, "message_id": message.message_id, **more}
 
+    # -- the app's circuit breaker (breaker.py) -------------------------------------------
+
+    def _own_failure(self, job: Job) -> bool:
+        """Judge a SUSPECT answer (a reset, 502/503/504): the message's own failure, or a
+        sign that the app is unavailable."""
+        assert job.started_s is not None
+        return self._breaker.own_failure(job.started_s)
+
+    def _app_unavailable(self, job: Job, outcome: Outcome, seen: Verdict) -> None:
+        """Hold a message the app could not take (it is tried again here, not given back
+        with ErrorVisibilityTimeout), and open the breaker if it is closed."""
+        self.metrics.failed(outcome.status, outcome.elapsed_s)
+        self._hold_for_app(job, outcome, front=False)
+        breaker = self._breaker
+        if breaker.open():
+            self._opened(job, outcome)
+        elif breaker.released and breaker.held > MAX_PROBES:
+            self._release(job)
+
+    def _hold_for_app(self, job: Job, outcome: Outcome, *, front: bool) -> None:
+        job.started_s = None
+        job.failure, job.failed_s = outcome, time.monotonic()
+        self._wait(job)
+        if front:
+            self._breaker.failed.insert(0, job)
+        else:
+            self._breaker.failed.append(job)
+
+    def _opened(self, job: Job, outcome: Outcome) -> None:
+        self.metrics.app_available(False)
+        detail = f": {outcome.detail}" if outcome.detail else ""
+        log.warning("app unavailable (%s%s): queue=%s message=%s; receiving paused, messages "
+                    "held and tried again here", outcome.status, detail, self.queue_name,
+                    job.message.message_id,
+                    extra=self._fields(job.message, outcome="app-unavailable",
+                                       status=outcome.status))
+        loop = asyncio.get_running_loop()
+        self._grace = loop.call_later(GRACE_S, self._release_held)
+        self._prober = asyncio.create_task(self._probe_loop(), name="app-probe")
+
+    def _park(self, job: Job) -> None:
+        """Hold a message not yet tried while the app is unavailable, or release it when
+        enough are held already (after GRACE_S)."""
+        breaker = self._breaker
+        if breaker.released and breaker.held >= MAX_PROBES:
+            self._release(job)
+            return
+        self._wait(job)
+        breaker.parked.append(job)
+
+    def _release_held(self) -> None:
+        """GRACE_S after the breaker opened: release (visibility 0) what this worker holds,
+        so that other workers can take it, but MAX_PROBES messages to try the app with
+        and the FIFO groups waiting behind them (their order stays)."""
+        breaker = self._breaker
+        breaker.released = True
+        keep = (breaker.failed + breaker.parked)[:MAX_PROBES]
+        kept_groups = {job.group for job in keep if job.group is not None}
+        released = 0
+        for job in list(self._jobs.values()):
+            if (job.started_s is not None or job.exhausted or job.released
+                    or any(job is kept for kept in keep) or job.group in kept_groups):
+                continue
+            self._release(job)
+            released += 1
+        log.warning("app still unavailable after %.0fs: queue=%s released=%d held=%d (to try "
+                    "the app with, FIFO groups behind them, open requests)", GRACE_S,
+                    self.queue_name, released, len(self._jobs))
+
+    async def _probe_loop(self) -> None:
+        """Look at the app after a growing pause until it answers; then close the breaker."""
+        breaker = self._breaker
+        reminded_s = time.monotonic()
+        while not self._stopping.is_set():
+            first = breaker.failed[0].failure if breaker.failed else None
+            suspect = first is not None and verdict(first) is Verdict.SUSPECT
+            await self._pause(breaker.next_pause_s(
+                suspect=suspect, retry_after_s=first.retry_after_s if first else None))
+            if self._stopping.is_set() or await self._app_back():
+                return
+            now = time.monotonic()
+            if now - reminded_s >= _ERROR_LOG_EVERY_S:
+                reminded_s = now
+                log.warning("app still unavailable after %.0fs: queue=%s held=%d",
+                            now - breaker.opened_s, self.queue_name, breaker.held)
+
+    async def _app_back(self) -> bool:
+        """One look: the health check if there is one, else a held message; True when the
+        app answered (the breaker is then closed)."""
+        if await self._answered_since_suspects():
+            return True
+        if self.config.health_check_path:
+            if not await self._deliverer.healthy(self.config.health_check_path):
+                return False
+            self._breaker.answered()
+            await self._close_breaker()
+            return True
+        job = await self._probe_job()
+        if job is None:  # nothing held (all handed back meanwhile): nothing to protect
+            await self._close_breaker()
+            return True
+        return await self._try_app(job)
+
+    async def _answered_since_suspects(self) -> bool:
+        """True (and the breaker closed) when the app answered a request that was open when
+        a held message got a SUSPECT answer, after that answer: that message's failure was
+        its own, and it is retried as any failure is (breaker.py)."""
+        breaker = self._breaker
+        own = [job for job in breaker.failed if job.failure is not None
+               and verdict(job.failure) is Verdict.SUSPECT and breaker.last_answer_s > job.failed_s]
+        if not own:
+            return False
+        for job in own:
+            breaker.forget(job)
+            self._stop_waiting(job)
+        await self._close_breaker()
+        for job in own:
+            assert job.failure is not None
+            await self._retry(job, job.failure, counted=True)
+        return True
+
+    async def _probe_job(self) -> Job | None:
+        """The message to try the app with: an untried one first when the held ones got
+        SUSPECT answers (if it gets an answer, theirs were their own failures), else the
+        oldest held. With only SUSPECT ones held, now and then one more is received."""
+        breaker = self._breaker
+        suspects = any(job.failure is not None and verdict(job.failure) is Verdict.SUSPECT
+                       for job in breaker.failed)
+        if breaker.parked and (suspects or not breaker.failed):
+            return breaker.parked[0]
+        if suspects and breaker.wants_second_opinion():
+            await self._fetch_one()
+        return breaker.failed[0] if breaker.failed else None
+
+    async def _fetch_one(self) -> None:
+        """Receive one message; a dispatcher parks it for the next look."""
+        assert self._sqs is not None
+        started = time.monotonic()
+        try:
+            messages = await self._sqs.receive_messages(
+                self.queue_url, max_messages=1, wait_time_s=0,
+                visibility_timeout_s=self.config.visibility_timeout, system_attributes=("All",))
+        except (SQSTransportError, SQSError) as exc:
+            self._log_poll_error(exc)
+            return
+        if messages:
+            self._slots.overdraw(1)
+            self._accept(messages, started)
+
+    async def _try_app(self, job: Job) -> bool:
+        """POST a held message as a probe; True when the app answered."""
+        breaker = self._breaker
+        was_failed = any(job is failed for failed in breaker.failed)
+        breaker.forget(job)
+        self._stop_waiting(job)
+        outcome = await self._post(job)
+        seen = verdict(outcome)
+        if seen is Verdict.ANSWERED:
+            breaker.answered()
+            await self._close_breaker()
+            await self._settle(job, outcome)
+            return True
+        if seen is Verdict.NEUTRAL:  # no answer in time: the app is there, or hangs
+            await self._retry(job, outcome)
+            return False
+        self.metrics.failed(outcome.status, outcome.elapsed_s)
+        self._hold_for_app(job, outcome, front=was_failed)
+        return False
+
+    async def _close_breaker(self) -> None:
+        """The app answers: send it what was held, in order, and receive again."""
+        breaker = self._breaker
+        failed, parked = breaker.close()
+        if self._grace is not None:
+            self._grace.cancel()
+        self.metrics.app_available(True)
+        log.warning("app answers again after %.1fs: queue=%s; receiving resumed, %d held "
+                    "messages go to it now", time.monotonic() - breaker.opened_s,
+                    self.queue_name, len(failed) + len(parked))
+        for job in failed + parked:
+            self._dispatch(job)
+
     # -- heartbeats -----------------------------------------------------------
 
     async def _heartbeat_loop(self) -> None:
@@ -572,8 +809,8 @@ class Worker:
             for job in list(self._jobs.values()):
                 if job.extending or job.visible_until_s - now > margin_s:
                     continue
-                if job.started_s is None and job.group is None:
-                    self._release(job)
+                if job.started_s is None and job.group is None and not job.waiting:
+                    self._release(job)  # buffered, about to reappear: let another take it
                 elif job.started_s is None or now - job.started_s < limit_s:
                     self._extend(job, now)
 
@@ -608,6 +845,7 @@ class Worker:
                   "in_flight": sum(job.started_s is not None for job in self._jobs.values()),
                   "held": self._slots.capacity - self._slots.free,
                   "holding": len(self._jobs),  # received, not finished: busy for conveyor scale
+                  "app_available": not self._breaker.is_open,
                   "processing_avg_s": self.metrics.processing_avg_s,
                   "processed": self.metrics.processed}
         return status == "running", report

@@ -26,6 +26,8 @@ from conveyor.worker.signing import SIGNATURE_HEADER, sign
 USER_AGENT = f"aws-sqsd/3.0.4 (conveyor/{__version__})"
 _ATTR_TYPES = ("String", "Number")
 _RETRY_AFTER_STATUSES = (429, 503)
+# A health check that takes longer than this is a failed one.
+HEALTH_TIMEOUT_S = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,10 +113,24 @@ class Deliverer:
         except ResponseTimeout as exc:
             return Outcome(False, "inactivity-timeout", time.monotonic() - started,
                            detail=str(exc))
-        except (ConnectionBroken, OSError) as exc:
+        except ConnectionBroken as exc:
+            # Not a byte of answer: the app (or its proxy) dropped the request, which is
+            # how one that restarts or crashes behaves; a cut-off answer is the app's.
+            status = "connection-error" if exc.answered else "no-answer"
+            return Outcome(False, status, time.monotonic() - started, detail=str(exc))
+        except OSError as exc:
             detail = str(exc) or type(exc).__name__
             return Outcome(False, "connection-error", time.monotonic() - started, detail=detail)
         return self._outcome(response, time.monotonic() - started)
+
+    async def healthy(self, path: str) -> bool:
+        """GET `path` (HealthCheckPath): True for a 2xx answer within HEALTH_TIMEOUT_S."""
+        try:
+            response = await self._client.get(self._base_path + path, {"User-Agent": USER_AGENT},
+                                              min(HEALTH_TIMEOUT_S, self._timeout_s))
+        except (ConnectFailed, ConnectTimeout, ResponseTimeout, ConnectionBroken, OSError):
+            return False
+        return 200 <= response.status < 300
 
     def _outcome(self, response: Response, elapsed_s: float) -> Outcome:
         status = response.status

@@ -44,23 +44,34 @@ class IdleControl:
     """How many pollers poll (seed 004). A full batch means a backlog: every parked poller
     resumes at once. A partial batch means two pollers keep up (one is always waiting on the
     server while the other comes back): the others park. An empty poll parks the poller
-    too; the last one pauses with randomized exponential back-off between polls."""
+    too, but the last one polls again at once: a long poll parked on the server costs one
+    call per wait and answers the moment a message arrives, where a pause between polls
+    would leave the queue without a receiver. Only an empty poll that came back before
+    its wait (short polling, or a server that does not long-poll) is followed by a pause,
+    with randomized exponential back-off."""
 
     def __init__(self, pollers: int, backoff: IdleBackoff) -> None:
         self.active = pollers
         self._backoff = backoff
         self._wake = asyncio.Event()
 
-    async def after_poll(self, received: int, batch: int) -> None:
-        """Called by each poller after each receive with the number of messages it got."""
+    async def after_poll(self, received: int, batch: int, early: bool = True) -> None:
+        """Called by each poller after each receive with the number of messages it got;
+        `early` when the poll came back before the server could have waited its time."""
         if received >= batch:
             self._wake_all()
         elif self.active > (2 if received else 1):
             await self._park()
-        elif received == 0:
+        elif received == 0 and early:
             await asyncio.sleep(self._backoff.next_pause())
         if received:
             self._backoff.reset()
+
+    async def start_parked(self) -> None:
+        """For every poller but the first: park before the first poll, as an idle worker's
+        pollers would be after theirs. The first poll's full batch (a backlog) wakes them
+        all; an idle worker starts with one long poll, not one per poller."""
+        await self._park()
 
     async def _park(self) -> None:
         self.active -= 1

@@ -68,7 +68,13 @@ class ResponseTimeout(TimeoutError):
 
 
 class ConnectionBroken(ConnectionError):
-    """The connection closed or spoke bad HTTP before a complete answer."""
+    """The connection closed or spoke bad HTTP before a complete answer. `answered` says
+    whether any byte of an answer had arrived (a reset before any is how a restarting or
+    crashing app, or its proxy, drops a request)."""
+
+    def __init__(self, reason: str, *, answered: bool = True) -> None:
+        super().__init__(reason)
+        self.answered = answered
 
 
 @dataclass(slots=True)
@@ -136,7 +142,7 @@ class _Connection(asyncio.Protocol):
             reason = "the app closed the connection without answering"
         else:
             reason = "the app closed the connection before its answer was complete"
-        self._fail(ConnectionBroken(reason))
+        self._fail(ConnectionBroken(reason, answered=self._got_bytes))
 
     # httptools callbacks
     def on_message_begin(self) -> None:
@@ -236,7 +242,13 @@ class AppClient:
                    timeout_s: float) -> Response:
         """POST `body` to `path`; raise ConnectFailed / ConnectTimeout / ResponseTimeout /
         ConnectionBroken when there is no complete answer."""
-        request = self._request_bytes(path, headers, body)
+        return await self._send(self._request_bytes(b"POST", path, headers, body), timeout_s)
+
+    async def get(self, path: str, headers: dict[str, str], timeout_s: float) -> Response:
+        """GET `path` (the health check), raising as `post` does."""
+        return await self._send(self._request_bytes(b"GET", path, headers, None), timeout_s)
+
+    async def _send(self, request: bytes, timeout_s: float) -> Response:
         conn = self._reuse()
         if conn is not None:
             try:
@@ -254,12 +266,15 @@ class AppClient:
         while self._idle:
             self._idle.pop().close()
 
-    def _request_bytes(self, path: str, headers: dict[str, str], body: bytes) -> bytes:
-        lines = [b"POST ", path.encode(), b" HTTP/1.1\r\nHost: ", self._host_header,
-                 b"\r\nContent-Length: ", str(len(body)).encode(), b"\r\n"]
+    def _request_bytes(self, method: bytes, path: str, headers: dict[str, str],
+                       body: bytes | None) -> bytes:
+        lines = [method, b" ", path.encode(), b" HTTP/1.1\r\nHost: ", self._host_header,
+                 b"\r\n"]
+        if body is not None:
+            lines += [b"Content-Length: ", str(len(body)).encode(), b"\r\n"]
         for name, value in headers.items():
             lines += [name.encode(), b": ", value.encode(), b"\r\n"]
-        lines += [b"\r\n", body]
+        lines += [b"\r\n", body or b""]
         return b"".join(lines)
 
     def _reuse(self) -> _Connection | None:

@@ -35,7 +35,15 @@ class WorkerMetrics:
             "Messages older than RetentionPeriod (from SentTimestamp), not posted: deleted, or "
             "moved to the dead-letter queue with ExpiredToDeadLetter.", q, registry=reg)
         self._released = Counter("conveyor_worker_messages_released",
-                                 "Messages handed back with visibility 0 (drain).", q, registry=reg)
+                                 "Messages handed back with visibility 0 (drain, or the app "
+                                 "unavailable).", q, registry=reg)
+        self._app_available = Gauge("conveyor_worker_app_available",
+                                    "1 while the app takes messages, 0 while the circuit "
+                                    "breaker holds them back from it.", q, registry=reg)
+        self._app_available.labels(queue).set(1)
+        self._app_outages = Counter("conveyor_worker_app_outages",
+                                    "Times the app was found unavailable (the circuit breaker "
+                                    "opened).", q, registry=reg)
         self._in_flight = Gauge("conveyor_worker_in_flight", "Requests open to the app.",
                                 q, registry=reg)
         self._processing = Histogram("conveyor_worker_processing_seconds",
@@ -94,6 +102,12 @@ class WorkerMetrics:
     def released(self, count: int = 1) -> None:
         """Count messages released with visibility 0."""
         self._released.labels(self.queue).inc(count)
+
+    def app_available(self, available: bool) -> None:
+        """The circuit breaker closed (True) or opened (False)."""
+        self._app_available.labels(self.queue).set(1 if available else 0)
+        if not available:
+            self._app_outages.labels(self.queue).inc()
 
     def in_flight(self, delta: int) -> None:
         """Move the open-request gauge."""

@@ -88,10 +88,18 @@ CONVEYOR_OPTIONS = (
            "Seconds to let open requests finish on SIGTERM before releasing them.", 0, 3600),
     Option("PollWaitTime", "poll_wait_time", int, 20,
            "Long-poll WaitTimeSeconds of each receive.", 0, 20),
+    Option("ExtendedPollWaitTime", "extended_poll_wait_time", int, 120,
+           "Long-poll wait on a Conveyor server, which allows more than SQS's 20 s "
+           "(ConveyorWorkers.PollMessages); 0 = ReceiveMessage only.", 0, 300),
     Option("IdleBackoffMin", "idle_backoff_min", float, 0.5,
-           "First pause (seconds) between empty polls when the queue stays empty.", 0, 3600),
+           "First pause (seconds) between empty polls that came back before their wait "
+           "(PollWaitTime 0, or a server that does not long-poll).", 0, 3600),
     Option("IdleBackoffMax", "idle_backoff_max", float, 5.0,
-           "Longest pause (seconds) between empty polls; the pause is randomized.", 0, 3600),
+           "Longest pause (seconds) between such empty polls; the pause is randomized.",
+           0, 3600),
+    Option("HealthCheckPath", "health_check_path", str, "",
+           "Path on the app to GET while it looks unavailable; a 2xx answer means it is back "
+           "('' = none: a held message is POSTed instead)."),
     Option("SigningSecret", "signing_secret", str, "",
            "If set, each POST carries an X-Conveyor-Signature HMAC-SHA256 header."),
     Option("StatusPort", "status_port", int, 0,

@@ -18,6 +18,7 @@ from tests.support import ServerProcess, sqs_client
 # Small values so every test runs in seconds; tests never assert how long anything took.
 FAST = {
     "PollWaitTime": 1,
+    "ExtendedPollWaitTime": 2,  # PollMessages on a Conveyor server (the default there)
     "IdleBackoffMin": 0.05,
     "IdleBackoffMax": 0.2,
     "ErrorVisibilityTimeout": 0,

@@ -47,7 +47,9 @@ def test_hanging_app_is_abandoned_after_inactivity_timeout(sqs, queue_name):
     run(scenario())
 
 
-def test_refused_connection_returns_the_message(sqs, queue_name):
+def test_refused_connection_holds_the_message_until_the_app_listens(sqs, queue_name):
+    """Tried again here (the circuit breaker's probe), not given back: it costs no
+    receive (issue 22)."""
     url = make_queue(sqs, queue_name)
     port = free_port()
 
@@ -61,7 +63,7 @@ def test_refused_connection_returns_the_message(sqs, queue_name):
             async with recording_app(port=port) as app:
                 await wait_until(lambda: queue_total(sqs, url) == 0, what="the delete")
         [request] = app.calls_for(msgid)
-        assert request.receive_count >= 2
+        assert request.receive_count == 1
 
     run(scenario())
 
