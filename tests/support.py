@@ -10,7 +10,9 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -47,6 +49,32 @@ def unavailable(reason: str) -> NoReturn:
     if os.environ.get("CI") == "true":
         pytest.fail(f"{reason} (CI must not skip)")
     pytest.skip(reason)
+
+
+MOTO = Path(sys.executable).with_name("moto_server")
+
+
+@contextmanager
+def running_moto(command: Callable[[int], list[str]], log_dir: Path) -> Iterator[str]:
+    """A moto server started by `command(port)` on 127.0.0.1 and a free port, yielding its
+    URL; stopped at the end. Without moto_server installed the test is skipped, or fails
+    in CI."""
+    if not MOTO.exists():
+        unavailable("moto_server is not installed (pip install 'moto[server]')")
+    port = free_port()
+    log = open(log_dir / "moto.log", "wb")  # noqa: SIM115 - kept open for the child's lifetime
+    proc = subprocess.Popen(command(port), stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_http(url + "/moto-api/", timeout_s=30, proc=proc)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
 
 
 def isolated(store_args: list[str]) -> list[str]:

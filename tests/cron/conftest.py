@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 import time
 import urllib.request
@@ -12,9 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import ServerProcess, free_port, wait_http
+from tests.support import ServerProcess, running_moto
 
-MOTO = Path(sys.executable).with_name("moto_server")
 SERIAL_MOTO = Path(__file__).with_name("moto_serial.py")
 
 
@@ -38,25 +35,9 @@ def advance_server(server: ServerProcess, seconds: float) -> None:
 @pytest.fixture(scope="session")
 def moto_url(tmp_path_factory) -> Iterator[str]:
     """moto's server (DynamoDB-compatible, one request at a time) on a free port."""
-    if not MOTO.exists():
-        if os.environ.get("CI") == "true":
-            pytest.fail("moto_server is not installed (CI must not skip)")
-        pytest.skip("moto_server is not installed (pip install 'moto[server]')")
-    port = free_port()
-    log = open(tmp_path_factory.mktemp("moto") / "moto.log", "wb")  # noqa: SIM115
-    proc = subprocess.Popen([sys.executable, str(SERIAL_MOTO), "127.0.0.1", str(port)],
-                            stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_http(url + "/moto-api/", timeout_s=30, proc=proc)
+    with running_moto(lambda port: [sys.executable, str(SERIAL_MOTO), "127.0.0.1", str(port)],
+                      tmp_path_factory.mktemp("moto")) as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
 
 
 def dynamodb_client(url: str):

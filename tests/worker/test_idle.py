@@ -7,12 +7,8 @@ bench/idle_worker.py measures them, and the pick-up delay, on real servers.
 from __future__ import annotations
 
 import asyncio
-import os
 import random
-import subprocess
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,7 +18,7 @@ from conveyor.worker.backoff import IdleBackoff
 from conveyor.worker.flow import IdleControl
 from conveyor.worker.presence import ANNOUNCE_EVERY_S, Presence
 from conveyor.worker.receiver import Receiver
-from tests.support import free_port, sqs_client, wait_http
+from tests.support import MOTO, running_moto, sqs_client
 from tests.worker.conftest import (
     aio,
     make_queue,
@@ -33,7 +29,6 @@ from tests.worker.conftest import (
     wait_until,
 )
 
-MOTO = Path(sys.executable).with_name("moto_server")
 HOUR_S = 3600.0
 
 
@@ -267,25 +262,9 @@ def test_a_transport_error_before_20_s_is_an_error_not_a_cut() -> None:
 @pytest.fixture(scope="module")
 def moto_sqs_url(tmp_path_factory) -> Iterator[str]:
     """moto's server (SQS, threaded) on a free port."""
-    if not MOTO.exists():
-        if os.environ.get("CI") == "true":
-            pytest.fail("moto_server is not installed (CI must not skip)")
-        pytest.skip("moto_server is not installed (pip install 'moto[server]')")
-    port = free_port()
-    log = open(tmp_path_factory.mktemp("moto") / "moto.log", "wb")  # noqa: SIM115
-    proc = subprocess.Popen([str(MOTO), "-H", "127.0.0.1", "-p", str(port)], stdout=log,
-                            stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_http(url + "/moto-api/", timeout_s=30, proc=proc)
+    with running_moto(lambda port: [str(MOTO), "-H", "127.0.0.1", "-p", str(port)],
+                      tmp_path_factory.mktemp("moto")) as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
 
 
 def test_on_moto_the_worker_falls_back_after_one_refusal_each(moto_sqs_url, queue_name):
