@@ -23,17 +23,15 @@ import boto3
 import pytest
 
 from tests.server.helpers import counts, unique
+from tests.server.test_console_actions import (
+    ADMIN,
+    ADMIN_SECRET,
+    CONFIG,
+    READER,
+    READER_SECRET,
+)
 from tests.support import ServerProcess
 
-ADMIN, ADMIN_SECRET = "AKIDADMIN", "admin-secret"
-READER, READER_SECRET = "AKIDREADER", "reader-secret"
-CONFIG = f"""
-access_keys:
-  {ADMIN}: {ADMIN_SECRET}
-  {READER}:
-    secret: {READER_SECRET}
-    actions: ["ListQueues", "GetQueue*"]
-"""
 WAIT_MS = 15_000
 
 
