@@ -21,6 +21,7 @@ from conveyor.worker.http1 import (
     ResponseTimeout,
 )
 from conveyor.worker.signing import SIGNATURE_HEADER, sign
+from conveyor.worker.trace_context import trace_headers
 
 # Apps such as django-eb-sqs-worker check that the User-Agent starts with aws-sqsd.
 USER_AGENT = f"aws-sqsd/3.0.4 (conveyor/{__version__})"
@@ -95,6 +96,7 @@ class Deliverer:
 
         A scheduled job (periodic task) goes to its task's url with an empty body."""
         headers = sqsd_headers(message, self._queue_name, self._config.mime_type)
+        headers.update(trace_headers(message))
         job = ScheduledJob.from_message(message)
         if job is None:
             path, body = self._path, message.body.encode()
