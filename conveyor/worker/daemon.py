@@ -48,7 +48,9 @@ from conveyor.client import (
     endpoint_from_queue_url,
     queue_name_from_url,
 )
+from conveyor.clock import Clock
 from conveyor.cron.service import CronService, LedgerBusy
+from conveyor.worker.adaptive import ConcurrencyLimit
 from conveyor.worker.backoff import (
     MAX_VISIBILITY_S,
     ErrorBackoff,
@@ -65,7 +67,7 @@ from conveyor.worker.breaker import (
 )
 from conveyor.worker.config import WorkerConfig
 from conveyor.worker.delivery import Deliverer, Outcome
-from conveyor.worker.flow import IdleControl, Slots
+from conveyor.worker.flow import IdleControl, OpenPosts, Slots
 from conveyor.worker.groups import GroupQueues
 from conveyor.worker.metrics import WorkerMetrics
 from conveyor.worker.presence import Presence
@@ -130,6 +132,10 @@ class Worker:
         self._fifo = self.queue_name.endswith(".fifo")  # SQS requires the suffix
         self._groups: GroupQueues[Job] = GroupQueues()
         self._waiting = Slots(self._slots.capacity * _HELD_PER_SLOT)
+        self._open = OpenPosts(ConcurrencyLimit(Clock(), config.http_connections,
+                                                adaptive=config.adaptive_concurrency),
+                               self._slots, self._batch)
+        self.metrics.concurrency_limit(self._open.limit.current)
         self._buffer: asyncio.Queue[Job | None] = asyncio.Queue()
         self._stopping = asyncio.Event()
         self._force = asyncio.Event()
@@ -347,14 +353,18 @@ class Worker:
 
     async def _dispatch_loop(self) -> None:
         while True:
-            job = await self._buffer.get()
-            if job is None:
-                return
+            await self._open.enter()  # room under the concurrency limit first
             try:
-                if not job.released:
-                    await self._handle(job)
+                job = await self._buffer.get()
+                if job is None:
+                    return
+                try:
+                    if not job.released:
+                        await self._handle(job)
+                finally:
+                    self._slots.give(1)
             finally:
-                self._slots.give(1)
+                self._open.leave()
 
     async def _handle(self, job: Job) -> None:
         message = job.message
@@ -374,16 +384,23 @@ class Worker:
         await self._settle(job, await self._post(job))
 
     async def _post(self, job: Job) -> Outcome:
-        """POST the message to the app (job.started_s says since when)."""
+        """POST the message to the app (job.started_s says since when), within the
+        concurrency limit (adaptive.py)."""
+        started = self._open.posting()
         job.started_s = time.monotonic()
         self.metrics.in_flight(1)
+        status = "cancelled"
         try:
-            return await self._deliverer.deliver(job.message)
+            outcome = await self._deliverer.deliver(job.message)
+            status = outcome.status
+            return outcome
         except asyncio.CancelledError:
             self._release(job)
             raise
         finally:
             self.metrics.in_flight(-1)
+            self._open.posted(started, status)
+            self.metrics.concurrency_limit(self._open.limit.current)
 
     async def _settle(self, job: Job, outcome: Outcome) -> None:
         """Act on a POST's outcome: delete, retry, or hold it while the app is unavailable."""
@@ -846,6 +863,7 @@ class Worker:
                   "held": self._slots.capacity - self._slots.free,
                   "holding": len(self._jobs),  # received, not finished: busy for conveyor scale
                   "app_available": not self._breaker.is_open,
+                  "concurrency_limit": self._open.limit.current,
                   "processing_avg_s": self.metrics.processing_avg_s,
                   "processed": self.metrics.processed}
         return status == "running", report

@@ -52,6 +52,10 @@ class WorkerMetrics:
         self._waiting = Histogram("conveyor_worker_wait_seconds",
                                   "Time from receipt until the POST starts (waiting for a free "
                                   "connection).", q, buckets=_WAIT_BUCKETS, registry=reg)
+        self._concurrency_limit = Gauge(
+            "conveyor_worker_concurrency_limit",
+            "POSTs that may be open to the app now: HttpConnections, or with "
+            "AdaptiveConcurrency the limit that follows the app.", q, registry=reg)
         self._extensions = Counter("conveyor_worker_visibility_extensions",
                                    "Heartbeat visibility extensions.", q, registry=reg)
         self._api_calls = Counter("conveyor_worker_api_calls", "SQS API calls.",
@@ -112,6 +116,10 @@ class WorkerMetrics:
     def in_flight(self, delta: int) -> None:
         """Move the open-request gauge."""
         self._in_flight.labels(self.queue).inc(delta)
+
+    def concurrency_limit(self, limit: int) -> None:
+        """Show the current limit on open POSTs."""
+        self._concurrency_limit.labels(self.queue).set(limit)
 
     def extended(self, count: int) -> None:
         """Count heartbeat extensions."""
