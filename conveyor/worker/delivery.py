@@ -5,11 +5,13 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 from urllib.parse import urlsplit
 
 from conveyor import __version__
 from conveyor.client import Message
 from conveyor.cron.jobs import ATTR_PREFIX, ScheduledJob
+from conveyor.worker import telemetry
 from conveyor.worker.backoff import parse_retry_after
 from conveyor.worker.config import WorkerConfig
 from conveyor.worker.http1 import (
@@ -79,7 +81,9 @@ class Deliverer:
     def __init__(self, config: WorkerConfig, queue_name: str) -> None:
         self._config = config
         self._queue_name = queue_name
-        self._base_path = urlsplit(config.app_url).path.rstrip("/")
+        parts = urlsplit(config.app_url)
+        self._origin = f"{parts.scheme}://{parts.netloc}"
+        self._base_path = parts.path.rstrip("/")
         self._path = self._base_path + config.http_path
         self._client = AppClient(config.app_url, config.connect_timeout)
         self._timeout_s = config.inactivity_timeout
@@ -94,9 +98,11 @@ class Deliverer:
     async def deliver(self, message: Message) -> Outcome:
         """POST `message` to the app and report the outcome (never raises for app errors).
 
-        A scheduled job (periodic task) goes to its task's url with an empty body."""
+        A scheduled job (periodic task) goes to its task's url with an empty body. With
+        tracing on (telemetry.py) the POST is a span, and the app's parent."""
         headers = sqsd_headers(message, self._queue_name, self._config.mime_type)
-        headers.update(trace_headers(message))
+        trace = trace_headers(message)
+        headers.update(trace)
         job = ScheduledJob.from_message(message)
         if job is None:
             path, body = self._path, message.body.encode()
@@ -105,6 +111,19 @@ class Deliverer:
             headers.update(job.headers(message))
         if self._config.signing_secret:
             headers[SIGNATURE_HEADER] = sign(self._config.signing_secret, body)
+        attributes = telemetry.messaging(
+            self._queue_name, "process", "process", **{
+                "messaging.message.id": message.message_id, "http.request.method": "POST",
+                "url.full": self._origin + path})
+        with telemetry.span("POST", "CLIENT", attributes, parent=trace) as span:
+            if span is not None:
+                telemetry.inject(headers)
+            outcome = await self._post(path, headers, body)
+            if span is not None:
+                _record(span, outcome)
+        return outcome
+
+    async def _post(self, path: str, headers: dict[str, str], body: bytes) -> Outcome:
         started = time.monotonic()
         try:
             response = await self._client.post(path, headers, body, self._timeout_s)
@@ -141,3 +160,14 @@ class Deliverer:
         if status in _RETRY_AFTER_STATUSES:
             retry_after = parse_retry_after(response.headers.get("retry-after"))
         return Outcome(ok, str(status), elapsed_s, retry_after)
+
+
+def _record(span: Any, outcome: Outcome) -> None:
+    """The POST's outcome on its span (HTTP client semantic conventions)."""
+    if outcome.status.isdigit():
+        span.set_attribute("http.response.status_code", int(outcome.status))
+    if not outcome.ok:
+        from opentelemetry.trace import Status, StatusCode
+
+        span.set_attribute("error.type", outcome.status)
+        span.set_status(Status(StatusCode.ERROR, outcome.detail or outcome.status))
