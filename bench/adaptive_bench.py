@@ -25,7 +25,6 @@ import random
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 BENCH_DIR = Path(__file__).resolve().parent
@@ -99,7 +98,7 @@ def run_worker(endpoint: str, app: str, queue: str, args: argparse.Namespace, tm
         deadline = time.monotonic() + args.run_timeout
         while time.monotonic() < deadline:
             done = metric_sum(status, "conveyor_worker_messages_succeeded_total")
-            limits.append(_health(status)["concurrency_limit"])
+            limits.append(http_json(status + "/health")["concurrency_limit"])
             if done >= args.messages:
                 break
             time.sleep(0.25)
@@ -116,11 +115,6 @@ def run_worker(endpoint: str, app: str, queue: str, args: argparse.Namespace, tm
             "p99_ms": 1000 * pct(stats["latency"], 0.99),
             "timeouts": int(timeouts), "wasted": len(stats["abandoned"]),
             "limit_median": pct(limits, 0.5), "limit_end": limits[-1] if limits else None}
-
-
-def _health(status: str) -> dict:
-    with urllib.request.urlopen(status + "/health", timeout=5) as resp:
-        return json.loads(resp.read())
 
 
 async def _fresh_queue(endpoint: str, queue: str) -> str:

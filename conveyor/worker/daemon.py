@@ -6,7 +6,9 @@
      ChangeMessageVisibilityBatch ◄── failure / heartbeat / release
 
 At most HttpConnections + one batch of messages are held at once (`Slots`), so a free
-connection always finds the next message waiting instead of holding a batch hostage.
+connection always finds the next message waiting instead of holding a batch hostage. With
+AdaptiveConcurrency the limit on open POSTs, and so on messages held, follows the app
+instead (`OpenPosts`, adaptive.py).
 
 On a FIFO queue, one message per MessageGroupId is at the app at a time, in receive order
 (`GroupQueues`); the group's later messages wait here, kept invisible, until it is done.
