@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from functools import cache
@@ -47,6 +48,8 @@ def _tracer(env: Mapping[str, str]) -> Any | None:
     if env.get("OTEL_SDK_DISABLED", "").strip().lower() in _TRUE:
         return None
     exporters = _exporter_names(env)
+    if not exporters and "opentelemetry.trace" not in sys.modules:
+        return None  # not asked for, and nobody set OpenTelemetry up: import nothing
     try:
         from opentelemetry import trace
     except ImportError:
