@@ -54,6 +54,13 @@ def _limit(status_url: str) -> int:
         return int(json.loads(resp.read())["concurrency_limit"])
 
 
+def _metric(status_url: str, name: str) -> float:
+    with urllib.request.urlopen(status_url + "/metrics", timeout=5) as resp:
+        lines = resp.read().decode().splitlines()
+    [value] = [line.rsplit(" ", 1)[1] for line in lines if line.startswith(name + "{")]
+    return float(value)
+
+
 async def _keep_backlog(sqs: Any, url: str) -> None:
     """Keep a few hundred messages visible, so the worker always has work to send."""
     sent = 0
@@ -95,6 +102,8 @@ def test_limit_goes_down_when_the_app_sheds_load_and_comes_back(sqs, queue_name,
                 behaviour.capacity = 1000
                 await wait_until(limit_is(lambda n: n >= 25), 120,
                                  "the limit coming back")
+                shown = await aio(_metric, status_url, "conveyor_worker_concurrency_limit")
+                assert 1 <= shown <= HTTP_CONNECTIONS
             finally:
                 feeder.cancel()
                 await asyncio.gather(feeder, return_exceptions=True)
