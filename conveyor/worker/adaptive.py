@@ -72,7 +72,7 @@ class ConcurrencyLimit:
         self.limit = float(min(START_LIMIT, max_limit) if adaptive else max_limit)
         self.in_flight = 0
         self.rtt_noload_s: float | None = None
-        self.cuts = 0  # overload cuts so far (for /metrics)
+        self.cuts = 0  # overload cuts so far
         self._window = _Window(clock.monotonic_s())
         self._means: deque[float] = deque(maxlen=BASELINE_WINDOWS)
         self._windows = 0
@@ -108,7 +108,7 @@ class ConcurrencyLimit:
             return  # sent under an earlier limit: says nothing about this one
         window.count += 1
         window.rtt_sum_s += self._clock.monotonic_s() - started_s
-        if window.count >= max(int(self.limit), MIN_WINDOW):
+        if window.count >= max(self.current, MIN_WINDOW):
             self._judge(window)
 
     def _cut(self) -> None:

@@ -402,7 +402,7 @@ class Worker:
         finally:
             self.metrics.in_flight(-1)
             self._open.posted(started, status)
-            self.metrics.concurrency_limit(self._open.limit.current)
+            self.metrics.concurrency_limit(self._open.limit.current, self._open.limit.cuts)
 
     async def _settle(self, job: Job, outcome: Outcome) -> None:
         """Act on a POST's outcome: delete, retry, or hold it while the app is unavailable."""

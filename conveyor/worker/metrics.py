@@ -56,6 +56,11 @@ class WorkerMetrics:
             "conveyor_worker_concurrency_limit",
             "POSTs that may be open to the app now: HttpConnections, or with "
             "AdaptiveConcurrency the limit that follows the app.", q, registry=reg)
+        self._concurrency_cuts = Counter(
+            "conveyor_worker_concurrency_cuts",
+            "Times AdaptiveConcurrency cut the limit for a 429/503/504 answer or an "
+            "InactivityTimeout.", q, registry=reg)
+        self._cuts_seen = 0
         self._extensions = Counter("conveyor_worker_visibility_extensions",
                                    "Heartbeat visibility extensions.", q, registry=reg)
         self._api_calls = Counter("conveyor_worker_api_calls", "SQS API calls.",
@@ -117,9 +122,12 @@ class WorkerMetrics:
         """Move the open-request gauge."""
         self._in_flight.labels(self.queue).inc(delta)
 
-    def concurrency_limit(self, limit: int) -> None:
-        """Show the current limit on open POSTs."""
+    def concurrency_limit(self, limit: int, cuts: int = 0) -> None:
+        """Show the current limit on open POSTs, and count the cuts made since last time."""
         self._concurrency_limit.labels(self.queue).set(limit)
+        if cuts > self._cuts_seen:
+            self._concurrency_cuts.labels(self.queue).inc(cuts - self._cuts_seen)
+            self._cuts_seen = cuts
 
     def extended(self, count: int) -> None:
         """Count heartbeat extensions."""

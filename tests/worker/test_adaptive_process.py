@@ -104,6 +104,7 @@ def test_limit_goes_down_when_the_app_sheds_load_and_comes_back(sqs, queue_name,
                                  "the limit coming back")
                 shown = await aio(_metric, status_url, "conveyor_worker_concurrency_limit")
                 assert 1 <= shown <= HTTP_CONNECTIONS
+                assert await aio(_metric, status_url, "conveyor_worker_concurrency_cuts_total") > 0
             finally:
                 feeder.cancel()
                 await asyncio.gather(feeder, return_exceptions=True)
