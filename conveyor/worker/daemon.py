@@ -355,17 +355,15 @@ class Worker:
 
     async def _dispatch_loop(self) -> None:
         while True:
-            await self._open.enter()  # room under the concurrency limit first
+            await self._open.enter()  # room under the concurrency limit first (kept on return:
+            job = await self._buffer.get()  # the worker is stopping)
+            if job is None:
+                return
             try:
-                job = await self._buffer.get()
-                if job is None:
-                    return
-                try:
-                    if not job.released:
-                        await self._handle(job)
-                finally:
-                    self._slots.give(1)
+                if not job.released:
+                    await self._handle(job)
             finally:
+                self._slots.give(1)
                 self._open.leave()
 
     async def _handle(self, job: Job) -> None:
