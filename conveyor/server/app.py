@@ -246,9 +246,11 @@ class App:
                 self.metrics.announced(call.action)
             return result
         result = await self.service.fetch(ctx, plan)
-        if result or plan.wait_s == 0 or self.stopping:
-            return result
-        return await self._long_poll(ctx, plan, req.client_gone)
+        if not (result or plan.wait_s == 0 or self.stopping):
+            result = await self._long_poll(ctx, plan, req.client_gone)
+        if plan.answer_extra and result is not None:
+            result = {**result, **plan.answer_extra}
+        return result
 
     async def _long_poll(self, ctx: RequestContext, plan: ReceivePlan,
                          gone: asyncio.Future[None]) -> dict[str, Any] | None:

@@ -60,6 +60,8 @@ class ReceivePlan:
     attribute_names: list[str]
     attempt_id: str | None
     fetched_ms: int = 0  # the clock at the last fetch
+    # Members added to the answer (PollMessages: `Drain` from its announcement, polls.py).
+    answer_extra: dict[str, Any] = field(default_factory=dict)
 
 
 class MessageActions(ServiceBase):
