@@ -14,7 +14,7 @@ from html import escape
 
 from conveyor.server.console import parts
 from conveyor.server.console.forms import selection_field
-from conveyor.server.console.frame import render
+from conveyor.server.console.frame import PREFIX, render
 from conveyor.server.console.visit import Visit
 from conveyor.server.http import Response
 from conveyor.service import Service
@@ -40,7 +40,7 @@ async def find(service: Service, queue: QueueRecord, ids: set[str]) -> dict[str,
 
 
 async def section(service: Service, v: Visit, queue: QueueRecord, counts: Counts,
-                  can_delete: bool) -> str:
+                  can_delete: bool, can_move: bool) -> str:
     """The Messages part of a queue's page: search, paging, the table, delete."""
     wanted = v.query.get("search", "")
     page = v.number("page")
@@ -59,7 +59,7 @@ async def section(service: Service, v: Visit, queue: QueueRecord, counts: Counts
                 "they become visible." if shown else "No messages here.")
     html = [_search_bar(v, queue, wanted, page, total), parts.muted(note)]
     if shown:
-        html.append(_table(v, queue, shown, service.clock.now_ms(), can_delete))
+        html.append(_table(v, queue, shown, service.clock.now_ms(), can_delete, can_move))
     return f'<section id="messages" data-live>{"".join(html)}</section>'
 
 
@@ -89,12 +89,13 @@ def _search_bar(v: Visit, queue: QueueRecord, wanted: str, page: int, total: int
 
 
 def _table(v: Visit, queue: QueueRecord, shown: list[Peeked], now_ms: int,
-           can_delete: bool) -> str:
+           can_delete: bool, can_move: bool) -> str:
     rows = []
+    selectable = can_delete or can_move
     for m, visible_at in shown:
         box = (f'<input type="checkbox" name="{escape(selection_field(m.message_id))}" '
                f'value="1" aria-label="select {escape(m.message_id)}">'
-               if can_delete else "")
+               if selectable else "")
         link = parts.message_path(queue.region, queue.name, m.message_id)
         rows.append([box, f'<a href="{escape(link)}">{escape(m.message_id)}</a>',
                      parts.when(m.sent_ms, now_ms), parts.state(m, visible_at, now_ms),
@@ -102,15 +103,25 @@ def _table(v: Visit, queue: QueueRecord, shown: list[Peeked], now_ms: int,
                      escape((m.dlq_source_arn or "").rsplit(":", 1)[-1]),
                      f"<code>{escape(parts.shorten(m.body, BODY_CHARS))}</code>"])
     all_box = ('<input type="checkbox" data-select-all aria-label="select all">'
-               if can_delete else "")
+               if selectable else "")
     table = parts.table([all_box, "Message id", "Sent", "State", "Receives",
                          "Dead-lettered from", "Body"], rows, numeric=(4,))
-    if not can_delete:
+    if not selectable:
         return table
-    button = ('<button class="danger">Delete selected</button> <span class="muted">Only '
-              "messages received at least once can be deleted (by their receipt).</span>")
+    buttons = []
+    if can_delete:
+        buttons.append('<button class="danger">Delete selected</button>')
+    if can_move:
+        dead_letters = any(m.dlq_source_arn for m, _ in shown)
+        buttons.append(
+            f'<label class="inline">Move selected to <input name="destination" '
+            f'autocomplete="off" aria-label="queue to move to" placeholder="'
+            f'{"empty: back to the queue each came from" if dead_letters else "queue name"}">'
+            f'</label><button formaction="{PREFIX}/move-messages">'
+            f'{"Redrive" if dead_letters else "Move"} selected</button>')
+    # One form, two actions: delete-messages, or move-messages by the second button.
     return parts.form("delete-messages", v.csrf, {"region": queue.region, "queue": queue.name},
-                      table + button)
+                      table + f'<div class="bar">{"".join(buttons)}</div>')
 
 
 async def page(service: Service, v: Visit, queue: QueueRecord, message_id: str,

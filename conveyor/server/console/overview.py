@@ -164,6 +164,7 @@ def _empty(v: Visit, wanted: str) -> str:
 def _recent(v: Visit, recent: list[Done], service: Service) -> str:
     """The console's last actions on queues this operator may look at."""
     recent = [d for d in recent if not d.target or d.target == "move task"
+              or d.target.startswith("worker ")
               or v.may("GetQueueAttributes", {"QueueUrl": d.target}, d.region)]
     if not recent:
         return ""

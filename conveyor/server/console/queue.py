@@ -59,7 +59,10 @@ class QueuePage:
         body.append("<h2>Messages</h2>")
         if v.may("ReceiveMessage", {"QueueUrl": name}, region):
             can_delete = v.may("DeleteMessage", {"QueueUrl": name}, region)
-            body.append(await messages.section(self.service, v, queue, counts, can_delete))
+            can_move = v.may("StartMessageMoveTask", {"SourceArn": ctx.queue_arn(name)},
+                             region)
+            body.append(await messages.section(self.service, v, queue, counts, can_delete,
+                                               can_move))
         else:
             body.append(parts.muted("Your access key may not receive this queue's messages, "
                                     "so the console does not show them."))
