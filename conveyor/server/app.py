@@ -43,6 +43,9 @@ MOVE_EVERY_S = 0.2
 SKEW_EVERY_S = 10.0
 SAMPLE_EVERY_S = 60.0  # the console's charts hold a point a minute
 SAMPLED_QUEUES = 200  # the most recently active queues whose oldest message is sampled
+# How far behind another node's counts may be on a node's charts; one small write per
+# node this often (only when it counted anything).
+ACTIVITY_SAVE_EVERY_S = 5.0
 
 
 @dataclass
@@ -101,6 +104,9 @@ class App:
                        asyncio.create_task(self._every(MOVE_EVERY_S, self._move)),
                        asyncio.create_task(self._every(SKEW_EVERY_S, self._follow_skew)),
                        asyncio.create_task(self._every(SAMPLE_EVERY_S, self._sample))]
+        if self.service.store.shared:  # every node draws the charts from the store
+            self._tasks.append(asyncio.create_task(
+                self._every(ACTIVITY_SAVE_EVERY_S, self.service.save_activity)))
 
     def stop(self) -> None:
         """Stop sweeping; answer parked long polls now (empty) so clients move on."""

@@ -47,8 +47,7 @@ class QueuePage:
                 f"ARN <code>{escape(ctx.queue_arn(name))}</code></p>",
                 f'<section id="counts" data-live>{_counts(counts)}</section>',
                 '<section id="activity" data-live>' + charts.queue_charts(
-                    self.service.activity.history(queue.id, self.service.clock.now_ms()))
-                + "</section>",
+                    (await self.service.histories([queue.id]))[queue.id]) + "</section>",
                 self._actions(v, ctx, queue),
                 "<h2>Dead letters</h2>",
                 f"<p>Go to: {parts.redrive_cell(queue)}<br>"

@@ -76,17 +76,19 @@ def _worker_table(v: Visit, workers: list[WorkerRecord], now_ms: int) -> str:
         processed = status.get("processed")
         up_s = (w.last_seen_ms - w.first_seen_ms) / 1000
         rate = (f"{processed / up_s:.2f}" if isinstance(processed, int) and up_s > 0 else "")
+        app = escape(f"app: {status.get('app', '?')}")
         rows.append([
-            escape(w.worker_id), parts.queue_link(w.region, w.queue),
+            f'<span title="{app}">{escape(w.worker_id)}</span>',
+            parts.queue_link(w.region, w.queue),
             escape(str(status.get("status", "?"))), escape(str(status.get("in_flight", ""))),
             escape(str(processed if processed is not None else "")), rate,
             escape(str(status.get("failed", ""))),
             f"{average:.3f} s" if isinstance(average, int | float) else "",
-            escape(str(status.get("version", ""))), escape(str(status.get("app", ""))),
-            parts.when(w.first_seen_ms, now_ms), _seen(w, now_ms), _drain(v, w)])
+            escape(str(status.get("version", ""))), parts.when(w.first_seen_ms, now_ms),
+            _seen(w, now_ms), _drain(v, w)])
     return "<h2>Workers</h2>" + parts.table(
         ["Worker", "Queue", "State", "In flight", "Processed", "Jobs/s", "Failed",
-         "Average job", "Version", "App", "Up since", "Last seen", ""], rows,
+         "Average job", "Version", "Up since", "Last seen", ""], rows,
         numeric=(3, 4, 5, 6))
 
 
