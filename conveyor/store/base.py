@@ -143,9 +143,10 @@ class Claim(Protocol):
     messages: list[StoredMessage]
 
     async def dead_letter(self, seqs: list[int], dead_letter_queue_id: int, source_arn: str,
-                          now_ms: int) -> None:
+                          now_ms: int, systems: list[str | None] | None = None) -> None:
         """Move these claimed messages to the dead-letter queue as fresh, visible ones
-        (receive count 0, no receipt), remembering where they came from."""
+        (receive count 0, no receipt), remembering where they came from; given `systems`
+        (one for each seq), their system attributes JSON becomes those (why they died)."""
 
 
 class Held(Protocol):

@@ -266,9 +266,11 @@ _OLDEST = (
     " AND NOT seq = ANY($5::bigint[]) ORDER BY visible_at LIMIT $4 FOR UPDATE SKIP LOCKED"
 )
 _DEAD_LETTER = (
-    "UPDATE conveyor_messages SET queue_id=$1, visible_at=$2, receive_count=0,"
-    " first_receive_ms=NULL, receipt=NULL, dlq_source_arn=$3"
-    " WHERE seq = ANY($4::bigint[]) AND receipt=$5"
+    "UPDATE conveyor_messages m SET queue_id=$1, visible_at=$2, receive_count=0,"
+    " first_receive_ms=NULL, receipt=NULL, dlq_source_arn=$3,"
+    " system=CASE WHEN $6 THEN d.system ELSE m.system END"
+    " FROM unnest($4::bigint[], $7::text[]) AS d(seq, system)"
+    " WHERE m.seq=d.seq AND m.receipt=$5"
 )
 
 _DB_NOW_MS = "SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint"
@@ -854,9 +856,9 @@ class _Claim:
         self.db, self.receipt, self.messages = db, receipt, messages
 
     async def dead_letter(self, seqs: list[int], dead_letter_queue_id: int, source_arn: str,
-                          now_ms: int) -> None:
+                          now_ms: int, systems: list[str | None] | None = None) -> None:
         await self.db.execute(_DEAD_LETTER, dead_letter_queue_id, now_ms, source_arn, seqs,
-                              self.receipt)
+                              self.receipt, systems is not None, systems or [None] * len(seqs))
 
 
 class _Held:

@@ -312,6 +312,44 @@ def test_move_a_selection_and_redrive_selected_dead_letters(browser: Browser, sq
                  queue=queue_name_of(other), destination="x").status == 400  # none ticked
 
 
+def test_a_dead_letter_tells_why_it_died(browser: Browser, sqs: Any,
+                                        make_queue: QueueFactory) -> None:
+    """Its receive count past maxReceiveCount, its first and last receive in the source
+    queue; SQS's own answers stay as they were: a receive of the dead letter returns the
+    attributes SQS names (botocore's MessageSystemAttributeName enum) and no other."""
+    dlq = make_queue(prefix="con-why-dlq")
+    source = make_queue(prefix="con-why", RedrivePolicy=json.dumps(
+        {"deadLetterTargetArn": make_queue.arn_of(dlq), "maxReceiveCount": 2}))
+    message_id = sqs.send_message(QueueUrl=source, MessageBody="poison")["MessageId"]
+    received_at = []
+    for _ in range(3):  # two deliveries, then the receive that moves it
+        got = sqs.receive_message(QueueUrl=source, VisibilityTimeout=0,
+                                  MessageSystemAttributeNames=["All"]).get("Messages", [])
+        received_at += [int(m["Attributes"]["ApproximateFirstReceiveTimestamp"]) for m in got]
+    assert counts(sqs, dlq) == (1, 0, 0) and len(received_at) == 2
+    view = browser.get(f"/console/queues/us-east-1/{queue_name_of(dlq)}/messages/{message_id}")
+    assert (f"dead-lettered from {queue_name_of(source)}: received there 3 times, more than "
+            "its maxReceiveCount") in view.text
+    first = re.search(r"<td>First received there</td><td><time datetime=\"([^\"]+)\"",
+                      view.text)
+    assert first and first.group(1) == time.strftime(  # the first receive's own timestamp
+        "%Y-%m-%d %H:%M:%S UTC", time.gmtime(received_at[0] / 1000))
+    assert "<td>Last received there</td><td><time" in view.text
+
+    model = botocore_enum("MessageSystemAttributeName")
+    attributes = sqs.receive_message(QueueUrl=dlq, MessageSystemAttributeNames=["All"])[
+        "Messages"][0]["Attributes"]
+    assert set(attributes) <= set(model) and "DeadLetterQueueSourceArn" in attributes
+
+
+def botocore_enum(shape: str) -> list[str]:
+    """An enum of SQS's service model, as botocore ships it."""
+    import botocore.session
+
+    model = botocore.session.get_session().get_service_model("sqs")
+    return list(model.shape_for(shape).enum)
+
+
 def test_paging_and_search_read_no_further_than_they_show(browser: Browser, sqs: Any,
                                                           make_queue: QueueFactory) -> None:
     url = make_queue(prefix="con-page")

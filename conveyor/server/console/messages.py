@@ -18,7 +18,7 @@ from conveyor.server.console.frame import PREFIX, render
 from conveyor.server.console.visit import Visit
 from conveyor.server.http import Response
 from conveyor.service import Service
-from conveyor.service.inspect import message_attributes, system_attributes
+from conveyor.service.inspect import death, message_attributes, system_attributes
 from conveyor.store.base import Counts, QueueRecord, StoredMessage
 
 PAGE_SIZE = 50  # messages per page
@@ -145,11 +145,7 @@ async def page(service: Service, v: Visit, queue: QueueRecord, message_id: str,
                if k not in ("SentTimestamp", "ApproximateReceiveCount",
                             "ApproximateFirstReceiveTimestamp")]]
     if m.dlq_source_arn:
-        # The store starts a dead letter's receive count and times afresh: what is known
-        # is where it came from, and that it was received maxReceiveCount times there.
-        facts.append(["Why here", escape(
-            f"dead-lettered from {m.dlq_source_arn.rsplit(':', 1)[-1]}: received there as "
-            "many times as its maxReceiveCount without being deleted")])
+        facts += _why_here(m, now_ms)
     attrs = [[escape(k), escape(a.get("DataType", "")),
               f"<code>{escape(str(a.get('StringValue', a.get('BinaryValue', ''))))}</code>"]
              for k, a in sorted(message_attributes(m).items())]
@@ -162,6 +158,25 @@ async def page(service: Service, v: Visit, queue: QueueRecord, message_id: str,
             "region": queue.region, "queue": queue.name, selection_field(m.message_id): "1"},
             '<button class="danger">Delete this message</button>'))
     return render(200, "Message", "\n".join(body), who=v.who, header=v.header)
+
+
+def _why_here(m: StoredMessage, now_ms: int) -> list[list[str]]:
+    """A dead letter's story: where it came from, and the receives that spent it there
+    (its receive count and times start afresh here, as they do on SQS)."""
+    source = (m.dlq_source_arn or "").rsplit(":", 1)[-1]
+    died = death(m)
+    if died is None:  # dead-lettered before Conveyor kept why
+        return [["Why here", escape(f"dead-lettered from {source}: received there more "
+                                    "times than its maxReceiveCount without being deleted")]]
+    first, last = died.get("first_receive_ms"), died.get("last_receive_ms")
+    return [
+        ["Why here", escape(f"dead-lettered from {source}: received there "
+                            f"{died.get('receive_count', '?')} times, more than its "
+                            "maxReceiveCount, without being deleted")],
+        ["First received there", parts.when(first, now_ms) if isinstance(first, int) else ""],
+        ["Last received there", (parts.when(last, now_ms) + ' <span class="muted">(the '
+                                 "receive that moved it here)</span>")
+         if isinstance(last, int) else ""]]
 
 
 def _pretty(body: str) -> str:
