@@ -155,7 +155,8 @@ def test_an_operator_acts_from_the_console(server: ServerProcess, chromium: Any,
     page.locator("#messages a", has_text="-").first.click()
     page.wait_for_selector("h2:has-text('Body')")
     assert '"order": 10' in page.inner_text("pre")
-    assert f"dead-lettered from {source}" in page.inner_text("main")
+    assert f"dead-lettered from {source}: received there 3 times" in page.inner_text("main")
+    assert "First received there" in page.inner_text("main")  # why it died
     page.screenshot(path=str(shots / "console-message.png"), full_page=True)
     # Not received since it landed: no receipt names it, and the console deletes it still.
     page.click("button:has-text('Delete this message')")
