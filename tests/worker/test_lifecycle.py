@@ -11,8 +11,10 @@ from pathlib import Path
 
 from aiohttp import web
 
+from tests.server.helpers import Browser
 from tests.support import ServerProcess, sqs_client
 from tests.worker.conftest import (
+    Behaviour,
     Recorded,
     aio,
     make_queue,
@@ -45,18 +47,22 @@ async def _receive_all(sqs, url: str, count: int) -> list[dict]:
     return list(got.values())
 
 
+def _ok_once(released: asyncio.Event) -> Behaviour:
+    """An app that answers 200 to each request once `released` is set."""
+    async def held(_request: Recorded) -> web.StreamResponse:
+        await released.wait()
+        return web.Response(status=200)
+    return held
+
+
 def test_sigterm_releases_unfinished_messages_at_once(sqs, queue_name, tmp_path):
     """Requests still open at the drain deadline, and messages not yet posted, are handed
     back with visibility 0: another worker gets them now, not after VisibilityTimeout."""
     url = make_queue(sqs, queue_name)
     never = asyncio.Event()
 
-    async def stuck(_request: Recorded) -> web.StreamResponse:
-        await never.wait()
-        return web.Response(status=200)
-
     async def scenario() -> None:
-        async with recording_app(stuck) as app:
+        async with recording_app(_ok_once(never)) as app:
             entries = [{"Id": str(i), "MessageBody": f"job-{i}"} for i in range(6)]
             await aio(sqs.send_message_batch, QueueUrl=url, Entries=entries)
             proc = await _start_worker_process(
@@ -144,17 +150,11 @@ def test_a_drain_asked_from_the_console_finishes_open_requests_and_exits(
     """The console's Drain button (DrainWorker) reaches the worker on its next announcement;
     it then drains as on SIGTERM: the open request finishes (and its message is deleted),
     nothing more is received, and the process exits 0."""
-    from tests.server.helpers import Browser
-
     url = make_queue(sqs, queue_name)
     release = asyncio.Event()
 
-    async def held(_request: Recorded) -> web.StreamResponse:
-        await release.wait()
-        return web.Response(status=200)
-
     async def scenario() -> None:
-        async with recording_app(held) as app:
+        async with recording_app(_ok_once(release)) as app:
             await aio(sqs.send_message, QueueUrl=url, MessageBody="first")
             proc = await _start_worker_process(
                 url, app.url, tmp_path / "worker.log", "--http-connections", "1",
