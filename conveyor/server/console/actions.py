@@ -202,7 +202,12 @@ class Actions:
     # --- workers --------------------------------------------------------------------
 
     async def drain_worker(self, req: Request, form: Form, operator: Operator) -> Response:
+        """DrainWorker, for a key that may also touch the worker's queue: a key limited to
+        some queues drains only their workers."""
         ctx, worker_id = self._ctx(req, form, operator), form.get("worker", "")
+        queue = next((w.queue for w in await self.service.live_workers()
+                      if w.worker_id == worker_id), "")
+        self.calls.authorize(operator, ctx, "DrainWorker", {"QueueUrl": queue})
         await self.calls.call(operator, ctx, "DrainWorker", {"WorkerId": worker_id})
         return redirect(f"{PREFIX}?{urlencode({'done': 'drain-requested', 'id': worker_id})}"
                         "#workers")

@@ -94,7 +94,8 @@ def _worker_table(v: Visit, workers: list[WorkerRecord], now_ms: int) -> str:
 
 def _drain(v: Visit, worker: WorkerRecord) -> str:
     """A Drain button, for keys allowed DrainWorker, on a worker not already draining."""
-    if worker.status.get("status") != "ok" or not v.may("DrainWorker", {}, worker.region):
+    if worker.status.get("status") != "ok" or not v.may(
+            "DrainWorker", {"QueueUrl": worker.queue}, worker.region):
         return ""
     return parts.form("drain-worker", v.csrf, {"region": worker.region,
                                                "worker": worker.worker_id},
