@@ -124,9 +124,13 @@ class Activity:
         taken, self._unsaved = self._unsaved, {}
         return [_unsaved_row(key, values) for key, values in taken.items()]
 
-    def give_back(self, rows: list[UnsavedRow]) -> None:
-        """Rows the store could not take: kept for the next try."""
+    def give_back(self, rows: list[UnsavedRow], now_ms: int) -> None:
+        """Rows the store could not take: kept for the next try, while they are within the
+        charts' hour (so a long outage costs at most an hour of rows)."""
+        first_minute = now_ms // MINUTE_MS - MINUTES + 1
         for queue_id, minute, *counts, age in rows:
+            if minute < first_minute:
+                continue
             mine = self._unsaved_minute(queue_id, minute * MINUTE_MS)
             for kind, n in enumerate(counts):
                 mine[kind] += n

@@ -140,7 +140,7 @@ class ServiceBase:
         try:
             await self.store.add_activity(unsaved, prune)
         except StoreError:
-            self.activity.give_back(unsaved)
+            self.activity.give_back(unsaved, self.clock.now_ms())
             raise
         if prune is not None:
             self._activity_pruned_minute = minute
