@@ -2,12 +2,14 @@
 
 An operator signs in, creates a queue with a dead-letter queue, sends messages from the
 console, watches them land in the dead-letter queue (received past maxReceiveCount with
-boto3, as a failing worker would), redrives them with a rate while the page shows the
-progress by itself, searches, deletes a message, purges with the name typed; a read-only
-key sees no buttons and its forged POST is refused. It needs Chromium (`apt-get install
-chromium`) and the `playwright` package (dev extras); without them it skips locally and
-fails in CI. Screenshots go to $CONVEYOR_SCREENSHOTS (docs/ for the README) or a temporary
-folder.
+boto3, as a failing worker would) and reads why one died, redrives them with a rate while
+the page shows the progress by itself, searches, deletes a message, purges with the name
+typed; moves a selection to another queue and redrives a selected dead letter; sees a
+real worker's failures and version, drains it with its button, and reads an autoscaler's
+decisions as a timeline. A read-only key sees no buttons and its forged POST is refused.
+It needs Chromium (`apt-get install chromium`) and the `playwright` package (dev extras);
+without them it skips locally and fails in CI. Screenshots go to $CONVEYOR_SCREENSHOTS
+(docs/ for the README) or a temporary folder.
 """
 
 from __future__ import annotations
@@ -265,7 +267,8 @@ def test_a_read_only_key_sees_no_buttons_and_a_forged_action_is_refused(
 
 def test_an_operator_moves_messages_drains_a_worker_and_reads_the_scaling_timeline(
         server: ServerProcess, chromium: Any, shots: Path, tmp_path: Path) -> None:
-    """A selection moved to another queue; a real `conveyor worker` whose app is down
+    """A selection moved to another queue, one dead letter of two redriven to its source;
+    a real `conveyor worker` whose app is down
     shows its failures and version, and the Drain button makes it exit; an autoscaler's
     recorded decisions read as a timeline."""
     sqs = _sqs(server)
@@ -285,6 +288,22 @@ def test_an_operator_moves_messages_drains_a_worker_and_reads_the_scaling_timeli
     page.click("button:has-text('Move selected')")
     page.wait_for_selector("text=Moved 2 message(s).")
     assert counts(sqs, target_url) == (2, 0, 0) and counts(sqs, source_url) == (1, 0, 0)
+
+    # Redrive one dead letter of two, back where it came from.
+    dlq_url = sqs.create_queue(QueueName=unique("inbox-dlq"))["QueueUrl"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])[
+        "Attributes"]["QueueArn"]
+    sqs.set_queue_attributes(QueueUrl=source_url, Attributes={"RedrivePolicy": json.dumps(
+        {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 1})})
+    sqs.send_message(QueueUrl=source_url, MessageBody="invoice 3")
+    for _ in range(2):  # a failing worker: past maxReceiveCount, into the dead-letter queue
+        sqs.receive_message(QueueUrl=source_url, MaxNumberOfMessages=10, VisibilityTimeout=0)
+    assert counts(sqs, dlq_url) == (2, 0, 0)
+    page.goto(f"{server.url}/console/queues/us-east-1/{dlq_url.rsplit('/', 1)[-1]}")
+    page.check(f"input[name='m.{ids[1]}']")
+    page.click("button:has-text('Redrive selected')")  # no destination: to its source
+    page.wait_for_selector("text=Moved 1 message(s).")
+    assert counts(sqs, dlq_url) == (1, 0, 0) and counts(sqs, source_url) == (1, 0, 0)
 
     # A worker whose app never answers (nothing listens): every job fails.
     env = {**os.environ, "AWS_ACCESS_KEY_ID": ADMIN, "AWS_SECRET_ACCESS_KEY": ADMIN_SECRET}
