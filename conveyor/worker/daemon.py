@@ -40,6 +40,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from conveyor import __version__
 from conveyor.client import (
     Message,
     SQSClient,
@@ -213,8 +214,8 @@ class Worker:
         self._change.start()
         await self._deliverer.open()
         await self.cron.start(sqs, url)
-        self.presence = Presence(sqs, self.queue_name,
-                                  lambda: {**self.health()[1], "app": self.config.post_url})
+        self.presence = Presence(sqs, self.queue_name, self._announced_status,
+                                 on_drain=self.stop)
         self.receiver = Receiver(sqs, url, wait_s=self.config.poll_wait_time,
                                  extended_wait_s=self.config.extended_poll_wait_time,
                                  visibility_timeout_s=self.config.visibility_timeout,
@@ -835,6 +836,11 @@ class Worker:
         future.add_done_callback(done)
 
     # -- health ---------------------------------------------------------------
+
+    def _announced_status(self) -> dict[str, Any]:
+        """What the server's console lists for this worker (presence.py)."""
+        return {**self.health()[1], "app": self.config.post_url, "version": __version__,
+                "failed": self.metrics.failures}
 
     def health(self) -> tuple[bool, dict[str, Any]]:
         """(healthy, report) for /health."""

@@ -59,6 +59,7 @@ class WorkerMetrics:
         # For the autoscaler (conveyor/scale): a recent average, not the all-time one.
         self.processing_avg_s: float | None = None
         self.processed = 0
+        self.failures = 0  # jobs the app failed, since start (announced to the console)
         self._processing_avg = Gauge("conveyor_worker_processing_seconds_avg",
                                      "Recent average time the app took per message (EWMA).",
                                      q, registry=reg)
@@ -76,6 +77,7 @@ class WorkerMetrics:
     def failed(self, status: str, seconds: float) -> None:
         """Count a failure by HTTP status (or reason) and observe its processing time."""
         self._failed.labels(self.queue, status).inc()
+        self.failures += 1
         self._processing.labels(self.queue).observe(seconds)
         self._average(seconds)
 
