@@ -20,7 +20,9 @@ from typing import Any
 
 import pytest
 
-from conveyor.worker.batch_delivery import INVALID_ANSWER, ITEM_FAILED
+from conveyor.worker import load_config
+from conveyor.worker.batch_delivery import INVALID_ANSWER, ITEM_FAILED, InvalidAnswer, failed_ids
+from conveyor.worker.config import ConfigError
 from tests.worker.conftest import aio, make_queue, queue_total, run, running_worker, wait_until
 from tests.worker.test_app_servers import APPS, AppServer, serving
 
@@ -99,6 +101,26 @@ def test_listed_messages_are_retried_and_dead_lettered_the_others_deleted(
     assert counted["partial"] >= 1
 
 
+def _answer_one_batch(sqs: Any, queue_name: str, tmp_path: Path, how: str,
+                      metric: str, **labels: str) -> tuple[list[int], float]:
+    """Three messages in one batch, answered `how` on their first receive (batch_app.py):
+    how many times each was POSTed until the queue was empty, and one metric's value."""
+    record = tmp_path / "posts.jsonl"
+
+    async def scenario() -> tuple[list[int], float]:
+        url, _dlq = await aio(_queues, sqs, queue_name)
+        ids = await aio(_send, sqs, url, [f"answer:{how}", "ok", "ok"])
+        with serving(BATCH_APP, tmp_path, record) as app_url:
+            async with running_worker(url, app_url, **WORKER) as worker:
+                await wait_until(lambda: queue_total(sqs, url) == 0, timeout_s=60,
+                                 what="every message deleted")
+                value = worker.metrics.value(metric, **labels)
+        counts = collections.Counter(post["id"] for post in _posts(record))
+        return [counts[msgid] for msgid in ids], value
+
+    return run(scenario())
+
+
 @pytest.mark.parametrize(("how", "status"), [
     ("malformed", INVALID_ANSWER), ("unknown-id", INVALID_ANSWER),
     ("bad-key", INVALID_ANSWER), ("empty-id", INVALID_ANSWER), ("null-id", INVALID_ANSWER),
@@ -110,45 +132,20 @@ def test_an_answer_that_fails_the_batch_fails_every_message(how, status, sqs, qu
     itemIdentifier, one under a bad key name, or an id that is not in the batch; an answer
     over the 6 MB response quota, one that is not a JSON object, a non-200 and no answer in
     InactivityTimeout fail it too. Every message is POSTed again; none is lost."""
-    record = tmp_path / "posts.jsonl"
-    bodies = [f"answer:{how}", "ok", "ok"]
-
-    async def scenario() -> float:
-        url, _dlq = await aio(_queues, sqs, queue_name)
-        ids = await aio(_send, sqs, url, bodies)
-        with serving(BATCH_APP, tmp_path, record) as app_url:
-            async with running_worker(url, app_url, **WORKER) as worker:
-                await wait_until(lambda: queue_total(sqs, url) == 0, timeout_s=60,
-                                 what="every message deleted")
-                failed = worker.metrics.value("conveyor_worker_messages_failed_total",
-                                              status=status)
-        counts = collections.Counter(post["id"] for post in _posts(record))
-        assert {msgid: counts[msgid] for msgid in ids} == dict.fromkeys(ids, 2)
-        return failed
-
-    assert run(scenario()) == 3
+    posts, failed = _answer_one_batch(sqs, queue_name, tmp_path, how,
+                                      "conveyor_worker_messages_failed_total", status=status)
+    assert posts == [2, 2, 2]
+    assert failed == 3
 
 
 @pytest.mark.parametrize("how", ["empty", "null", "empty-object", "empty-list", "null-list"])
 def test_an_answer_without_failures_deletes_every_message(how, sqs, queue_name, tmp_path):
     """Lambda treats the batch as a complete success for an empty or null batchItemFailures
     list and an empty or null response: each message is POSTed once and deleted."""
-    record = tmp_path / "posts.jsonl"
-    bodies = [f"answer:{how}", "ok", "ok"]
-
-    async def scenario() -> float:
-        url, _dlq = await aio(_queues, sqs, queue_name)
-        ids = await aio(_send, sqs, url, bodies)
-        with serving(BATCH_APP, tmp_path, record) as app_url:
-            async with running_worker(url, app_url, **WORKER) as worker:
-                await wait_until(lambda: queue_total(sqs, url) == 0, timeout_s=60,
-                                 what="every message deleted")
-                ok = worker.metrics.value("conveyor_worker_batches_total", outcome="ok")
-        counts = collections.Counter(post["id"] for post in _posts(record))
-        assert {msgid: counts[msgid] for msgid in ids} == dict.fromkeys(ids, 1)
-        return ok
-
-    assert run(scenario()) >= 1
+    posts, ok = _answer_one_batch(sqs, queue_name, tmp_path, how,
+                                  "conveyor_worker_batches_total", outcome="ok")
+    assert posts == [1, 1, 1]
+    assert ok >= 1
 
 
 def test_fifo_group_stops_at_its_first_failure(sqs, queue_name, tmp_path):
@@ -216,3 +213,37 @@ def test_the_document_is_lambdas_sqs_event(sqs, queue_name, tmp_path):
     assert item["eventSource"] == "aws:sqs"
     assert item["eventSourceARN"] == result["arn"]
     assert item["awsRegion"] == "us-east-1"
+
+
+@pytest.mark.parametrize(("answer", "failed"), [
+    (b"", set()), (b"  \n", set()), (b"null", set()), (b"{}", set()),
+    (b'{"batchItemFailures": null}', set()), (b'{"batchItemFailures": []}', set()),
+    (b'{"batchItemFailures": [{"itemIdentifier": "b"}, {"itemIdentifier": "b"}]}', {"b"}),
+    (b'{"batchItemFailures": [{"itemIdentifier": "a"}, {"itemIdentifier": "c"}]}',
+     {"a", "c"})])
+def test_answers_that_list_failures_or_none(answer, failed):
+    """Lambda's "Success and failure conditions": an empty or null list and an empty or null
+    response mean all succeeded; the listed ids failed (listed twice, once)."""
+    assert failed_ids(answer, ["a", "b", "c"]) == failed
+
+
+@pytest.mark.parametrize("answer", [
+    b"{", b"[]", b'"a"', b"42", b'{"batchItemFailures": {}}',
+    b'{"batchItemFailures": ["a"]}', b'{"batchItemFailures": [{"itemIdentifier": ""}]}',
+    b'{"batchItemFailures": [{"itemIdentifier": null}]}',
+    b'{"batchItemFailures": [{"itemIdentifier": 7}]}',
+    b'{"batchItemFailures": [{"ItemIdentifier": "a"}]}',
+    b'{"batchItemFailures": [{"itemIdentifier": "z"}]}'])
+def test_answers_that_fail_the_whole_batch(answer):
+    """Lambda's "Success and failure conditions": invalid JSON, an empty or null
+    itemIdentifier, a bad key name, an id that is not in the batch fail the whole batch;
+    so does anything that is not the documented shape."""
+    with pytest.raises(InvalidAnswer):
+        failed_ids(answer, ["a", "b", "c"])
+
+
+def test_batch_size_out_of_range_is_a_clear_error():
+    """BatchSize runs 0 (off, Elastic Beanstalk's one message per POST) to 100."""
+    with pytest.raises(ConfigError, match=r"BatchSize must be between 0 and 100, got 101"):
+        load_config({"WorkerQueueURL": "http://127.0.0.1:9324/000000000000/jobs",
+                     "BatchSize": "101"})
