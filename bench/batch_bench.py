@@ -98,8 +98,9 @@ def main() -> None:
         rounds = [[run_once(endpoint, app, size, args, tmp, f"bench-{size}-{i}", server.pid)
                    for size in args.sizes] for i in range(args.rounds)]
     results = [max(runs, key=lambda r: r["msgs_per_s"]) for runs in zip(*rounds, strict=True)]
-    print(f"\nbatch benchmark — {os.cpu_count()} cores, {args.messages} messages per run, "
-          f"HttpConnections {args.connections}; logs in {tmp}")
+    load = " ".join(f"{value:.1f}" for value in os.getloadavg())
+    print(f"\nbatch benchmark — {os.cpu_count()} cores (load {load}), {args.messages} "
+          f"messages per run, HttpConnections {args.connections}; logs in {tmp}")
     print(f"{'BatchSize':>10} {'msg/s':>8} {'':>6} {'SQS calls/msg':>14} {'POSTs/msg':>10} "
           f"{'worker CPU ms/1k':>17} {'server CPU ms/1k':>17}")
     base = results[0]["msgs_per_s"]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import collections
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -23,8 +24,9 @@ import pytest
 from conveyor.worker import load_config
 from conveyor.worker.batch_delivery import INVALID_ANSWER, ITEM_FAILED, InvalidAnswer, failed_ids
 from conveyor.worker.config import ConfigError
+from tests.support import free_port
 from tests.worker.conftest import aio, make_queue, queue_total, run, running_worker, wait_until
-from tests.worker.test_app_servers import APPS, AppServer, serving
+from tests.worker.test_app_servers import APPS, AppServer, _process, serving
 
 BATCH_APP = AppServer("batch app (http.server)",
                       lambda port: [sys.executable, str(APPS / "batch_app.py"), str(port)],
@@ -247,3 +249,30 @@ def test_batch_size_out_of_range_is_a_clear_error():
     with pytest.raises(ConfigError, match=r"BatchSize must be between 0 and 100, got 101"):
         load_config({"WorkerQueueURL": "http://127.0.0.1:9324/000000000000/jobs",
                      "BatchSize": "101"})
+
+
+def test_an_unavailable_app_is_waited_for_and_probed_with_a_batch(sqs, queue_name, tmp_path):
+    """While the app refuses connections the circuit breaker holds the messages (no
+    receive burnt, nothing dead-lettered); its probe is a batch of one in the same format,
+    and once the app answers every message reaches it, each exactly once."""
+    record = tmp_path / "posts.jsonl"
+    port = free_port()
+    env = {**os.environ, "CONVEYOR_TEST_RECORD": str(record)}
+
+    async def scenario() -> float:
+        url, dlq = await aio(_queues, sqs, queue_name)
+        async with running_worker(url, f"http://127.0.0.1:{port}", **WORKER) as worker:
+            ids = await aio(_send, sqs, url, ["ok"] * 5)
+            await wait_until(lambda: worker.metrics.value("conveyor_worker_app_available") == 0,
+                             what="the breaker to open")
+            with _process(BATCH_APP.command(port), port, tmp_path / "app.log", env, cwd=APPS):
+                await wait_until(lambda: queue_total(sqs, url) == 0, timeout_s=60,
+                                 what="every message deleted")
+            available = worker.metrics.value("conveyor_worker_app_available")
+        counts = collections.Counter(post["id"] for post in _posts(record))
+        assert {msgid: counts[msgid] for msgid in ids} == dict.fromkeys(ids, 1)
+        assert queue_total(sqs, dlq) == 0
+        assert "Records" in json.loads(Path(str(record) + ".first.json").read_bytes())
+        return available
+
+    assert run(scenario()) == 1
