@@ -7,6 +7,9 @@
 
 At most HttpConnections + one batch of messages are held at once (`Slots`), so a free
 connection always finds the next message waiting instead of holding a batch hostage.
+With BatchSize, each dispatcher POSTs up to BatchSize of them at once as AWS Lambda's SQS
+event and settles each by the app's partial batch response (batch_delivery.py); then
+HttpConnections × BatchSize + one batch are held.
 
 On a FIFO queue, one message per MessageGroupId is at the app at a time, in receive order
 (`GroupQueues`); the group's later messages wait here, kept invisible, until it is done.
