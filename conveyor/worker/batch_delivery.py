@@ -7,7 +7,11 @@ record per message with messageId, receiptHandle, body, attributes (all system a
 received: ApproximateReceiveCount is the receive count, MessageGroupId and SequenceNumber
 on FIFO queues), messageAttributes (camelCase, as Lambda writes them), md5OfBody,
 eventSource "aws:sqs", eventSourceARN and awsRegion. Code written for a Lambda SQS trigger
-reads it unchanged.
+reads it unchanged. It goes to HttpPath as `Content-Type: application/json` (MimeType is
+for one message's body), with User-Agent, X-Aws-Sqsd-Queue, X-Conveyor-Batch-Size and,
+with SigningSecret, X-Conveyor-Signature over the whole document. There is no batching
+window: a batch holds what was received and not yet POSTed, so a lone message waits for
+no companions. Scheduled jobs (cron.yaml) still go one by one to their own paths.
 
 The answer is read by the rules of the same guide ("Reporting batch item failures",
 "Success and failure conditions"):
