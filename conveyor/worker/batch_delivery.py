@@ -190,9 +190,15 @@ class BatchPoster:
         whole, answer = await self._deliverer.post(
             self._deliverer.path, headers, lambda_event(messages, self._queue),
             keep_body_bytes=MAX_ANSWER_BYTES)
-        outcomes = self._read(messages, whole, answer.body if answer else b"",
-                              answer is not None and answer.body_too_large)
-        return in_group_order(messages, outcomes) if self._fifo else list(outcomes)
+        read = self._read(messages, whole, answer.body if answer else b"",
+                          answer is not None and answer.body_too_large)
+        outcomes = in_group_order(messages, read) if self._fifo else list(read)
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("batch posted: queue=%s messages=%d status=%s failed=%d unprocessed=%d "
+                      "time=%.3fs", self._queue_name, len(messages), whole.status,
+                      sum(o is not None and not o.ok for o in outcomes),
+                      sum(o is None for o in outcomes), whole.elapsed_s)
+        return outcomes
 
     async def post_one(self, message: Message) -> Outcome:
         """POST a batch of one message (the breaker's probe) and return its outcome."""

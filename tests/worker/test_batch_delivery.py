@@ -150,36 +150,46 @@ def test_an_answer_without_failures_deletes_every_message(how, sqs, queue_name, 
     assert ok >= 1
 
 
-def test_fifo_group_stops_at_its_first_failure(sqs, queue_name, tmp_path):
+@pytest.mark.parametrize(("g_bodies", "again_from", "h_again", "status", "counted"), [
+    (["ok", "ok", "fail-once", "ok", "ok"], 2, False, ITEM_FAILED,
+     {"failed": 1, "unprocessed": 2}),
+    (["answer:500", "ok", "ok", "ok", "ok"], 0, True, "500",
+     {"failed": 2, "unprocessed": 5}),
+], ids=["listed", "whole-batch-500"])
+def test_fifo_group_stops_at_its_first_failure(g_bodies, again_from, h_again, status, counted,
+                                               sqs, queue_name, tmp_path):
     """FIFO (Lambda: "stop processing messages after the first failure and return all failed
-    and unprocessed messages"): the app lists only the third message of group g; the two
-    behind it are not deleted although the app did not list them — they are POSTed again
-    after it, in order, and are not counted as failures. Group h in the same batch goes on."""
+    and unprocessed messages"). Listed: the app lists only the third message of group g; the
+    two behind it are not deleted although the app did not list them — they are POSTed
+    again after it, in order, and are not counted as failures; group h in the same batch
+    goes on. Whole batch failed (500): each group's first is the failure, the rest of each
+    group waits behind it, and both groups go again in order."""
     record = tmp_path / "posts.jsonl"
 
     async def scenario() -> dict[str, float]:
         url, dlq = await aio(_queues, sqs, queue_name, fifo=True)
-        g = await aio(_send, sqs, url, ["ok", "ok", "fail-once", "ok", "ok"], "g")
+        g = await aio(_send, sqs, url, g_bodies, "g")
         h = await aio(_send, sqs, url, ["ok", "ok"], "h")
         with serving(BATCH_APP, tmp_path, record) as app_url:
             async with running_worker(url, app_url, **WORKER) as worker:
                 await wait_until(lambda: queue_total(sqs, url) == 0, timeout_s=60,
                                  what="every message deleted")
                 metrics = worker.metrics
-                counted = {
+                seen = {
+                    "failed": metrics.value("conveyor_worker_messages_failed_total",
+                                            status=status),
                     "unprocessed": metrics.value("conveyor_worker_messages_unprocessed_total"),
-                    "item_failed": metrics.value("conveyor_worker_messages_failed_total",
-                                                 status=ITEM_FAILED),
                 }
             dead_letters = queue_total(sqs, dlq)
         posts = _posts(record)
-        assert [post["id"] for post in posts if post["group"] == "g"] == g + g[2:]
-        assert [post["id"] for post in posts if post["group"] == "h"] == h
+        assert [post["id"] for post in posts if post["group"] == "g"] == g + g[again_from:]
+        assert [post["id"] for post in posts if post["group"] == "h"] == h + (h if h_again
+                                                                             else [])
         assert posts[0]["size"] == 7  # one receive, one POST: both groups, in order
         assert dead_letters == 0
-        return counted
+        return seen
 
-    assert run(scenario()) == {"unprocessed": 2, "item_failed": 1}
+    assert run(scenario()) == counted
 
 
 def test_the_document_is_lambdas_sqs_event(sqs, queue_name, tmp_path):
