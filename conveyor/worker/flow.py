@@ -53,15 +53,17 @@ class Slots:
 
 class OpenPosts:
     """The gate in front of the app: at most `limit.current` POSTs open (adaptive.py), and
-    at most that many plus one batch of messages held (`held`), so that a worker whose app
-    is slow keeps no more messages invisible than it can soon send."""
+    at most as many messages as they carry plus one receive's batch held (`held`), so that
+    a worker whose app is slow keeps no more messages invisible than it can soon send."""
 
-    def __init__(self, limit: ConcurrencyLimit, held: Slots, batch: int) -> None:
+    def __init__(self, limit: ConcurrencyLimit, held: Slots, *, per_post: int,
+                 receive_batch: int) -> None:
         self.limit = limit
         self._gate = Slots(limit.current)
         self._held = held
-        self._batch = batch
-        held.resize(limit.current + batch)
+        self._per_post = per_post  # messages one POST carries (BatchSize, or 1)
+        self._receive_batch = receive_batch
+        self._resize_held()
 
     async def enter(self) -> None:
         """Wait for room under the limit (a dispatcher, before it takes a message)."""
@@ -78,10 +80,12 @@ class OpenPosts:
     def posted(self, started_s: float, status: str) -> None:
         """The POST started at `started_s` ended with `status`: let the limit learn."""
         self.limit.finish(started_s, status)
-        current = self.limit.current
-        if current != self._gate.capacity:
-            self._gate.resize(current)
-            self._held.resize(current + self._batch)
+        if self.limit.current != self._gate.capacity:
+            self._gate.resize(self.limit.current)
+            self._resize_held()
+
+    def _resize_held(self) -> None:
+        self._held.resize(self.limit.current * self._per_post + self._receive_batch)
 
 
 class IdleControl:
