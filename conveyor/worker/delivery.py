@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 from urllib.parse import urlsplit
 
 from conveyor import __version__
@@ -123,7 +122,7 @@ class Deliverer:
                 telemetry.inject(headers)
             outcome, _answer = await self.post(path, headers, body)
             if span is not None:
-                _record(span, outcome)
+                telemetry.http_outcome(span, outcome.status, outcome.ok, outcome.detail)
         return outcome
 
     async def post(self, path: str, headers: dict[str, str], body: bytes, *,
@@ -173,13 +172,3 @@ class Deliverer:
             retry_after = parse_retry_after(response.headers.get("retry-after"))
         return Outcome(ok, str(status), elapsed_s, retry_after)
 
-
-def _record(span: Any, outcome: Outcome) -> None:
-    """The POST's outcome on its span (HTTP client semantic conventions)."""
-    if outcome.status.isdigit():
-        span.set_attribute("http.response.status_code", int(outcome.status))
-    if not outcome.ok:
-        from opentelemetry.trace import Status, StatusCode
-
-        span.set_attribute("error.type", outcome.status)
-        span.set_status(Status(StatusCode.ERROR, outcome.detail or outcome.status))

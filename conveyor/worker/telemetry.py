@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import cache
 from importlib.metadata import entry_points
@@ -116,20 +116,37 @@ def messaging(queue: str, operation: str, kind: str, **more: Any) -> dict[str, A
 
 @contextmanager
 def span(name: str, kind: str, attributes: Mapping[str, Any],
-         parent: Mapping[str, str] | None = None) -> Iterator[Any | None]:
+         parent: Mapping[str, str] | None = None,
+         links: Sequence[Mapping[str, str]] = ()) -> Iterator[Any | None]:
     """A span (None while tracing is off), current inside the block. `kind` is an
-    OpenTelemetry SpanKind name (CLIENT, CONSUMER); `parent`, W3C headers to continue."""
+    OpenTelemetry SpanKind name (CLIENT, CONSUMER); `parent`, W3C headers to continue;
+    `links`, W3C headers of other traces it belongs to (a batch's messages)."""
     active = tracer()
     if active is None:
         yield None
         return
-    from opentelemetry.trace import SpanKind
+    from opentelemetry import trace
     from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-    context = TraceContextTextMapPropagator().extract(dict(parent)) if parent else None
-    with active.start_as_current_span(name, context=context, kind=SpanKind[kind],
-                                      attributes=dict(attributes)) as current:
+    propagator = TraceContextTextMapPropagator()
+    context = propagator.extract(dict(parent)) if parent else None
+    linked = [trace.get_current_span(propagator.extract(dict(headers))).get_span_context()
+              for headers in links if headers]
+    with active.start_as_current_span(
+            name, context=context, kind=trace.SpanKind[kind], attributes=dict(attributes),
+            links=[trace.Link(ctx) for ctx in linked if ctx.is_valid]) as current:
         yield current
+
+
+def http_outcome(current: Any, status: str, ok: bool, detail: str) -> None:
+    """A POST's outcome on its span (HTTP client semantic conventions)."""
+    if status.isdigit():
+        current.set_attribute("http.response.status_code", int(status))
+    if not ok:
+        from opentelemetry.trace import Status, StatusCode
+
+        current.set_attribute("error.type", status)
+        current.set_status(Status(StatusCode.ERROR, detail or status))
 
 
 def inject(headers: dict[str, str]) -> None:

@@ -5,8 +5,8 @@ against a real app that answers 503 beyond its capacity (issue 24, part 5).
 due to a temporary overload". The test follows the worker's limit on its own /health
 (`concurrency_limit`) while the app's capacity changes: it goes down when the app sheds
 load and comes back when the app has room again; with one message a POST, and with
-BatchSize 5, where each batch POST counts once against the limit. It asserts where the limit goes, never
-how fast.
+BatchSize 5, where each batch POST counts once against the limit. It asserts where the
+limit goes, never how fast.
 """
 
 from __future__ import annotations
