@@ -12,9 +12,9 @@ from conveyor import logs
 from conveyor._click import OneLineError
 from conveyor.client import SQSError
 from conveyor.cron.service import CronConfigError, check_cron_config
+from conveyor.runtime.loop import run_loop, serve
 from conveyor.worker.config import ConfigError, load_config
 from conveyor.worker.options import OPTIONS, Option
-from conveyor.worker.runner import run_loop, serve
 
 _LOG_LEVELS = click.Choice(["debug", "info", "warning", "error"], case_sensitive=False)
 
@@ -65,7 +65,7 @@ def worker_command(config_file: Path | None, log_level: str, **values: Any) -> N
 
 def register(main: click.Group) -> None:
     """Add `worker` and `up` to the top-level `conveyor` command."""
-    from conveyor.worker.up import up_command
+    from conveyor.up.cli import up_command
 
     main.add_command(worker_command)
     main.add_command(up_command)

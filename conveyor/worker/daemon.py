@@ -49,6 +49,8 @@ from conveyor.client import (
     queue_name_from_url,
 )
 from conveyor.cron.service import CronService, LedgerBusy
+from conveyor.runtime.presence import Presence
+from conveyor.runtime.status import StatusServer
 from conveyor.worker.backoff import (
     MAX_VISIBILITY_S,
     ErrorBackoff,
@@ -68,10 +70,8 @@ from conveyor.worker.delivery import Deliverer, Outcome
 from conveyor.worker.flow import IdleControl, Slots
 from conveyor.worker.groups import GroupQueues
 from conveyor.worker.metrics import WorkerMetrics
-from conveyor.worker.presence import Presence
 from conveyor.worker.queues import WorkerQueues, prepare_worker_queue, send_to_dead_letter
 from conveyor.worker.receiver import Receiver
-from conveyor.worker.status import StatusServer
 
 log = logging.getLogger(__name__)
 

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from conveyor.client import Message, SQSClient, SQSError, SQSTransportError
-from conveyor.worker.extensions import Extension
-from conveyor.worker.presence import TARGET_PREFIX, Presence
+from conveyor.runtime.extensions import Extension
+from conveyor.runtime.presence import TARGET_PREFIX, Presence
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""The workers and autoscalers that announce themselves (conveyor/worker/presence.py)."""
+"""The workers and autoscalers that announce themselves (conveyor/runtime/presence.py)."""
 
 from __future__ import annotations
 
