@@ -24,7 +24,7 @@ from conveyor.runtime.loop import install_signal_handlers, run_loop
 from conveyor.up.app_wait import AppNotAnswering, wait_for_app
 from conveyor.up.child_server import ChildServer, ServerStartError
 from conveyor.up.demo_app import DEMO_JOBS, DemoApp, start_demo_app
-from conveyor.worker.cli import click_option
+from conveyor.worker.cli import WORKER_HOOKS, click_option
 from conveyor.worker.config import ConfigError, WorkerConfig, load_config
 from conveyor.worker.daemon import Worker
 from conveyor.worker.options import OPTIONS
@@ -134,7 +134,8 @@ async def _up(config: WorkerConfig, server: ChildServer, queue_name: str, demo: 
                 return
             if stopping.is_set():
                 return
-            worker = scale(config) if scale else Worker(config)  # --autoscale: a fleet
+            # --autoscale: a fleet of `conveyor worker` processes instead of one here
+            worker = scale(config) if scale else Worker(config, hooks=WORKER_HOOKS)
             install_signal_handlers(worker.stop)
             _banner(server, queues, config, demo, getattr(worker, "status_url", None))
             watch = asyncio.create_task(_watch_server(server, worker))

@@ -36,9 +36,11 @@ import math
 import os
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from prometheus_client import CollectorRegistry
 
 from conveyor.client import (
     Message,
@@ -48,7 +50,7 @@ from conveyor.client import (
     endpoint_from_queue_url,
     queue_name_from_url,
 )
-from conveyor.cron.service import CronService, LedgerBusy
+from conveyor.runtime.hooks import TryLater, WorkerHook
 from conveyor.runtime.presence import Presence
 from conveyor.runtime.status import StatusServer
 from conveyor.worker.backoff import (
@@ -86,6 +88,9 @@ _HELD_PER_SLOT = 10
 # A dead-letter queue that refused a message's copy is tried again this much later.
 _DEAD_LETTER_RETRY_S = 10
 
+# Makes one hook for one worker: its config, its queue's name, its metrics registry.
+HookFactory = Callable[[WorkerConfig, str, CollectorRegistry], WorkerHook]
+
 
 @dataclass(slots=True)
 class Job:
@@ -110,7 +115,7 @@ class Worker:
     """One worker daemon for one queue. `await run()` until `stop()` (or a signal) drains it."""
 
     def __init__(self, config: WorkerConfig, *, clock: Callable[[], float] = time.time,
-                 rng: random.Random | None = None) -> None:
+                 rng: random.Random | None = None, hooks: Sequence[HookFactory] = ()) -> None:
         self.config = config
         self.queue_url = config.worker_queue_url
         self.queue_name = queue_name_from_url(config.worker_queue_url)
@@ -143,7 +148,7 @@ class Worker:
         self._breaker: Breaker[Job] = Breaker(self._rng)
         self._prober: asyncio.Task[None] | None = None
         self._grace: asyncio.TimerHandle | None = None
-        self.cron = CronService.from_config(config, self.queue_name, self.metrics.registry)
+        self.hooks = [make(config, self.queue_name, self.metrics.registry) for make in hooks]
 
     # -- life cycle -----------------------------------------------------------
 
@@ -212,7 +217,8 @@ class Worker:
         self._delete.start()
         self._change.start()
         await self._deliverer.open()
-        await self.cron.start(sqs, url)
+        for hook in self.hooks:
+            await hook.start(sqs, url)
         self.presence = Presence(sqs, self.queue_name,
                                   lambda: {**self.health()[1], "app": self.config.post_url})
         self.receiver = Receiver(sqs, url, wait_s=self.config.poll_wait_time,
@@ -239,7 +245,8 @@ class Worker:
         """Stop receiving, release what has not started, let open requests finish up to
         DrainTimeout, release the rest with visibility 0, and flush every batch."""
         self.state = "draining"
-        await self.cron.stop()  # hand the cron lease over before the drain, not after
+        for hook in self.hooks:  # e.g. the cron lease is handed over before the drain
+            await hook.stop()
         if self._grace is not None:
             self._grace.cancel()
         if self._prober is not None:
@@ -270,7 +277,8 @@ class Worker:
         heartbeat.cancel()
         await asyncio.gather(heartbeat, return_exceptions=True)
         await self._deliverer.close()
-        await self.cron.close()
+        for hook in self.hooks:
+            await hook.close()
         assert self._delete is not None and self._change is not None
         await asyncio.gather(self._delete.close(10.0), self._change.close(10.0))
         if self.presence is not None:
@@ -365,7 +373,7 @@ class Worker:
         if age_s is not None and age_s > self.config.retention_period:
             await self._expire(job, age_s)
             return
-        if not await self._admit_scheduled(job):
+        if not await self._admitted_by_hooks(job):
             return
         if self._breaker.is_open:  # the app is unavailable: hold it, do not try it
             self._park(job)
@@ -407,18 +415,20 @@ class Worker:
                       message.message_id, outcome.status, outcome.elapsed_s,
                       extra=self._fields(message, outcome="done", status=outcome.status))
 
-    async def _admit_scheduled(self, job: Job) -> bool:
-        """Periodic tasks: a scheduled job whose run another message already carries is
-        deleted unposted; if the run ledger is unreachable the job is retried later."""
+    async def _admitted_by_hooks(self, job: Job) -> bool:
+        """A message a hook refuses (periodic tasks: a scheduled job whose run another
+        message already carries) is deleted unposted; one it cannot judge yet (the run
+        ledger is unreachable) is retried later."""
         try:
-            if await self.cron.admit(job.message):
-                return True
-        except LedgerBusy as exc:
-            await self._retry(job, Outcome(False, "run-ledger-unavailable", 0.0, detail=str(exc)))
+            for hook in self.hooks:
+                if not await hook.before_delivery(job.message):
+                    self._submit_delete(job.message)
+                    self._finish(job)
+                    return False
+        except TryLater as exc:
+            await self._retry(job, Outcome(False, exc.reason, 0.0, detail=str(exc)))
             return False
-        self._submit_delete(job.message)
-        self._finish(job)
-        return False
+        return True
 
     def _age_s(self, message: Message) -> float | None:
         """Seconds since the message was sent (SentTimestamp), as RetentionPeriod counts.

@@ -13,6 +13,7 @@ import pytest
 from aiohttp import web
 
 from conveyor.worker import Worker, load_config
+from conveyor.worker.cli import WORKER_HOOKS
 from tests.support import ServerProcess, sqs_client
 
 # Small values so every test runs in seconds; tests never assert how long anything took.
@@ -148,7 +149,7 @@ async def running_worker(queue_url: str, app_url: str, *, clock: Callable[[], fl
                          **options: Any) -> AsyncIterator[Worker]:
     """Run a Worker in this loop with FAST defaults; drain and check it on exit."""
     config = load_config({"WorkerQueueURL": queue_url, "AppURL": app_url, **FAST, **options})
-    worker = Worker(config, clock=clock)
+    worker = Worker(config, clock=clock, hooks=WORKER_HOOKS)  # as `conveyor worker` runs it
     task = asyncio.create_task(worker.run())
     ready = asyncio.create_task(worker.ready.wait())
     await asyncio.wait({task, ready}, timeout=30, return_when=asyncio.FIRST_COMPLETED)
