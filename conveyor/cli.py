@@ -7,7 +7,7 @@ import os
 import click
 
 from conveyor import __version__, logs
-from conveyor.client.admin import register as register_admin_commands
+from conveyor.admin import register as register_admin_commands
 from conveyor.cron.cli import register as register_cron_commands
 from conveyor.scale.cli import register as register_scale_commands
 from conveyor.server.cli import server_command
