@@ -88,12 +88,10 @@ def trace_headers(message: Message) -> dict[str, str]:
     if xray and "\r" not in xray and "\n" not in xray:
         headers[XRAY_HEADER] = xray
     parent = _attribute(message, TRACEPARENT)
-    if parent is not None:
-        traceparent = valid_traceparent(parent)
-        state = _attribute(message, TRACESTATE)
-    else:  # no W3C attribute: the trace header may carry one, or an X-Ray parent
-        traceparent = valid_traceparent(xray) or traceparent_from_xray(xray) if xray else None
-        state = None
+    traceparent = valid_traceparent(parent) if parent is not None else None
+    state = _attribute(message, TRACESTATE) if traceparent is not None else None
+    if traceparent is None and xray:  # the trace header may carry one, or an X-Ray parent
+        traceparent = valid_traceparent(xray) or traceparent_from_xray(xray)
     if traceparent is None:
         return headers
     headers[TRACEPARENT] = traceparent

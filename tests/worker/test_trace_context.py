@@ -101,6 +101,12 @@ def test_app_receives_the_producers_trace(sqs, queue_name):
         "invalid": ({"MessageAttributes": {
             "traceparent": _string(W3C_PARENT.replace("00-", "ff-", 1)),
             "tracestate": _string(W3C_STATE)}}, {}),
+        "invalid-w3c-valid-xray": ({"MessageSystemAttributes": {"AWSTraceHeader": _string(XRAY)},
+                                    "MessageAttributes": {
+                                        "traceparent": _string("00-bad"),
+                                        "tracestate": _string(W3C_STATE)}},
+                                   {"X-Amzn-Trace-Id": XRAY, "traceparent":
+                                    "00-5759e988bd862e3fe1be46a994272793-53995c3f42cd8ad8-01"}),
         "bad-state": ({"MessageAttributes": {"traceparent": _string(W3C_PARENT),
                                              "tracestate": _string("Rojo=1")}},
                       {"traceparent": W3C_PARENT}),
