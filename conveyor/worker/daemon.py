@@ -84,6 +84,7 @@ from conveyor.worker.partitions import (
     PartitionedReceiver,
     PartitionRouter,
     Partitions,
+    RoutedBatcher,
     prepare_partitions,
 )
 from conveyor.worker.queues import WorkerQueues, prepare_worker_queue, send_to_dead_letter
@@ -163,8 +164,8 @@ class Worker:
         self._force = asyncio.Event()
         self.ready = asyncio.Event()
         self._sqs: SQSClient | None = None
-        self._delete: Batcher | None = None
-        self._change: Batcher | None = None
+        self._delete: Batcher | RoutedBatcher | None = None
+        self._change: Batcher | RoutedBatcher | None = None
         self.presence: Presence | None = None
         self.receiver: Receiver | PartitionedReceiver | None = None
         self.partitions: Partitions | None = None  # with the Partitions option
@@ -237,19 +238,25 @@ class Worker:
         assert self._sqs is not None
         sqs, url = self._sqs, self.queue_url
         give_up_s = max(60, self.config.visibility_timeout)
-        if self.partitions is not None:  # each entry goes to its message's partition
-            self._router = PartitionRouter(sqs, url, lambda: self._jobs, keep_s=give_up_s)
-        router = self._router
-        self._delete = Batcher("DeleteMessageBatch", self.queue_name,
-                               router.delete_batch if router else
-                               lambda entries: sqs.delete_message_batch(url, entries),
-                               give_up_s=give_up_s)
-        self._change = Batcher(
-            "ChangeMessageVisibilityBatch", self.queue_name,
-            router.change_batch if router else
-            lambda entries: sqs.change_message_visibility_batch(
-                url, [(i, receipt, secs) for i, (receipt, secs) in entries]),
-            give_up_s=give_up_s)
+
+        def deleter(queue_url: str) -> Batcher:
+            return Batcher("DeleteMessageBatch", self.queue_name,
+                           lambda entries: sqs.delete_message_batch(queue_url, entries),
+                           give_up_s=give_up_s)
+
+        def changer(queue_url: str) -> Batcher:
+            return Batcher("ChangeMessageVisibilityBatch", self.queue_name,
+                           lambda entries: sqs.change_message_visibility_batch(
+                               queue_url, [(i, receipt, secs) for i, (receipt, secs) in entries]),
+                           give_up_s=give_up_s)
+
+        if self.partitions is not None:  # each entry joins its message's partition's batch
+            self._router = router = PartitionRouter(url, lambda: self._jobs, keep_s=give_up_s)
+            urls = self.partitions.queue.urls
+            self._delete = RoutedBatcher(router, urls, deleter, lambda receipt: receipt)
+            self._change = RoutedBatcher(router, urls, changer, lambda entry: entry[0])
+        else:
+            self._delete, self._change = deleter(url), changer(url)
         self._delete.start()
         self._change.start()
         await self._deliverer.open()
@@ -260,9 +267,10 @@ class Worker:
             await hook.start(sqs, url)
         self.presence = Presence(sqs, self.queue_name, self._announced_status,
                                  on_drain=self.stop)
-        if router is not None and self.partitions is not None:
+        if self._router is not None and self.partitions is not None:
             self.receiver = PartitionedReceiver(
-                sqs, self.partitions.queue.urls, router, wait_s=self.config.poll_wait_time,
+                sqs, self.partitions.queue.urls, self._router,
+                wait_s=self.config.poll_wait_time,
                 visibility_timeout_s=self.config.visibility_timeout)
         else:
             self.receiver = Receiver(sqs, url, wait_s=self.config.poll_wait_time,

@@ -12,9 +12,9 @@ next partition in turn. An idle worker thus costs 3600 / PollWaitTime calls an h
 sent to an idle worker waits until the long poll reaches its partition, at most
 N × PollWaitTime (lower PollWaitTime to trade calls for latency).
 
-Deleting and changing visibility (`PartitionRouter`): the daemon's batchers hand their
-entries to the router, which sends each to the partition its message came from, known by
-its receipt handle.
+Deleting and changing visibility: the daemon batches them per partition (`RoutedBatcher`),
+each entry with the partition its message came from, known by its receipt handle
+(`PartitionRouter`).
 """
 
 from __future__ import annotations
@@ -25,8 +25,9 @@ from collections.abc import Callable, Container, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from conveyor.client import BatchResult, Message, SQSClient, queue_name_from_url
+from conveyor.client import Message, SQSClient, queue_name_from_url
 from conveyor.client.partitions import PartitionedQueue, partition_name
+from conveyor.worker.batcher import Batcher
 from conveyor.worker.config import WorkerConfig
 from conveyor.worker.queues import (
     WorkerQueues,
@@ -75,16 +76,14 @@ async def create_partitions(sqs: SQSClient, name: str, count: int, *, shared_dea
 
 
 class PartitionRouter:
-    """Remembers the partition of each received message (by receipt handle) and sends the
-    daemon's DeleteMessageBatch / ChangeMessageVisibilityBatch entries there.
+    """Remembers the partition of each received message, by receipt handle.
 
     A receipt handle is forgotten once the daemon no longer holds its message (`live`)
     at two clean-ups in a row, `keep_s` apart: by then the batchers have sent or given up
     on its last entry (they give up after `keep_s`)."""
 
-    def __init__(self, sqs: SQSClient, default_url: str, live: Callable[[], Container[str]],
-                 keep_s: float, clock: Callable[[], float] = time.monotonic) -> None:
-        self._sqs = sqs
+    def __init__(self, default_url: str, live: Callable[[], Container[str]], keep_s: float,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._default_url = default_url
         self._live = live
         self._keep_s = keep_s
@@ -105,30 +104,6 @@ class PartitionRouter:
         the daemon's own one-off receives from it, which bypass the rotation)."""
         return self._urls.get(receipt_handle, self._default_url)
 
-    async def delete_batch(self, entries: Sequence[tuple[str, str]]) -> BatchResult:
-        """DeleteMessageBatch, one call per partition the entries belong to."""
-        return await self._per_partition(entries, lambda entry: entry[1],
-                                         self._sqs.delete_message_batch)
-
-    async def change_batch(self, entries: Sequence[tuple[str, tuple[str, int]]]) -> BatchResult:
-        """ChangeMessageVisibilityBatch over (entry id, (receipt handle, seconds))."""
-        async def send(url: str, part: Sequence[tuple[str, tuple[str, int]]]) -> BatchResult:
-            return await self._sqs.change_message_visibility_batch(
-                url, [(i, receipt, secs) for i, (receipt, secs) in part])
-        return await self._per_partition(entries, lambda entry: entry[1][0], send)
-
-    async def _per_partition(self, entries: Sequence[Any], receipt: Callable[[Any], str],
-                             send: Callable[[str, Sequence[Any]], Any]) -> BatchResult:
-        parts: dict[str, list[Any]] = {}
-        for entry in entries:
-            parts.setdefault(self.url_of(receipt(entry)), []).append(entry)
-        results = await asyncio.gather(*(send(url, part) for url, part in parts.items()))
-        merged = BatchResult()
-        for result in results:
-            merged.successful += result.successful
-            merged.failed += result.failed
-        return merged
-
     def _clean(self) -> None:
         live = self._live()
         gone = {receipt for receipt in self._urls if receipt not in live}
@@ -136,6 +111,32 @@ class PartitionRouter:
             del self._urls[receipt]
         self._gone = gone - self._gone
         self._cleaned_s = self._clock()
+
+
+class RoutedBatcher:
+    """A Batcher per partition behind Batcher's own interface: each entry joins the batch
+    of its message's partition, so that ten deletes stay one call, not one per partition
+    their messages came from (which would spend every partition's call quota on each)."""
+
+    def __init__(self, router: PartitionRouter, urls: Sequence[str],
+                 make: Callable[[str], Batcher], receipt: Callable[[Any], str]) -> None:
+        self._router = router
+        self._receipt = receipt
+        self._batchers = {url: make(url) for url in urls}
+
+    def start(self) -> None:
+        """Start every partition's sender."""
+        for batcher in self._batchers.values():
+            batcher.start()
+
+    def submit(self, message_id: str, payload: Any) -> asyncio.Future[str | None]:
+        """Queue one entry on its message's partition (see Batcher.submit)."""
+        url = self._router.url_of(self._receipt(payload))
+        return self._batchers[url].submit(message_id, payload)
+
+    async def close(self, timeout_s: float) -> None:
+        """Send what is pending on every partition, then stop (see Batcher.close)."""
+        await asyncio.gather(*(b.close(timeout_s) for b in self._batchers.values()))
 
 
 class PartitionedReceiver:
