@@ -49,6 +49,16 @@ def partition_name(logical_name: str, index: int) -> str:
     return f"{stem}{PARTITION_MARK}{index}{suffix}"
 
 
+def split_partition_name(name: str) -> tuple[str, int] | None:
+    """The inverse of partition_name: `jobs-p2.fifo` → (`jobs.fifo`, 2); None for a
+    name that is not a partition's."""
+    stem, suffix = _split_fifo(name)
+    base, mark, index = stem.rpartition(PARTITION_MARK)
+    if not mark or not base or not index.isdigit() or (index != "0" and index[0] == "0"):
+        return None
+    return base + suffix, int(index)
+
+
 def partition_index(key: str, count: int) -> int:
     """The partition of a key: CRC-32 of its UTF-8 bytes, modulo `count`."""
     return zlib.crc32(key.encode()) % count

@@ -23,6 +23,7 @@ from conveyor.client.partitions import (
     PartitionError,
     partition_index,
     partition_name,
+    split_partition_name,
 )
 from conveyor.scale.observe import backlog_counts
 from conveyor.worker.partitions import PartitionedReceiver
@@ -80,6 +81,9 @@ def test_partition_names_keep_the_fifo_suffix_last():
     QueueName), so the partition index goes before it."""
     assert partition_name("jobs", 0) == "jobs-p0"
     assert partition_name("jobs.fifo", 3) == "jobs-p3.fifo"
+    assert split_partition_name("jobs-p3.fifo") == ("jobs.fifo", 3)
+    assert split_partition_name("jobs-p12") == ("jobs", 12)
+    assert split_partition_name("jobs-p03") is None and split_partition_name("jobs") is None
     queue = PartitionedQueue("http://127.0.0.1:9324/000000000000/jobs.fifo", 2)
     assert queue.urls == ["http://127.0.0.1:9324/000000000000/jobs-p0.fifo",
                           "http://127.0.0.1:9324/000000000000/jobs-p1.fifo"]
