@@ -19,6 +19,7 @@ from aiohttp import web
 
 from conveyor.client import SQSClient
 from conveyor.client.partitions import (
+    PartitionedProducer,
     PartitionedQueue,
     PartitionError,
     partition_index,
@@ -315,3 +316,67 @@ def test_partitioned_worker_on_moto(tmp_path, queue_name):
                 return sorted(r.body.decode() for r in app.requests)
 
         assert run(scenario()) == sorted(f"m{i}" for i in range(9))
+
+
+def test_a_fifo_message_that_holds_its_group_is_dead_lettered_to_its_partitions_queue(
+        server, queue_name):
+    """A failing FIFO message with its group's next behind it is dead-lettered by the
+    worker itself (daemon.py); on a partitioned queue the copy goes to the dead-letter
+    queue of the partition it came from, and the group's next message goes on."""
+    sqs = sqs_client(server.url)
+    name = queue_name + ".fifo"
+    logical_url = server.url + "/000000000000/" + name
+    group = "A"
+    partition = zlib.crc32(group.encode()) % 2
+
+    async def behaviour(request: Recorded) -> web.StreamResponse:
+        return web.Response(status=500 if request.body == b"A1" else 200)
+
+    async def scenario() -> list[str]:
+        async with recording_app(behaviour) as app, running_worker(
+                logical_url, app.url, Partitions=2, MaxRetries=2):
+            logical = _logical(sqs, name, 2)
+            assert logical.url_for(group_id=group) == logical.urls[partition]
+            sqs.send_message_batch(QueueUrl=logical.url_for(group_id=group), Entries=[
+                {"Id": str(i), "MessageBody": body, "MessageGroupId": group,
+                 "MessageDeduplicationId": body} for i, body in enumerate(["A1", "A2"])])
+            dlq = sqs.get_queue_url(
+                QueueName=partition_name(queue_name, partition) + "-dead-letter.fifo")["QueueUrl"]
+            await wait_until(lambda: queue_total(sqs, dlq) == 1, 60, "A1 dead-lettered")
+            await wait_until(lambda: any(r.body == b"A2" for r in app.requests), 30,
+                             "A2 POSTed after A1")
+            got = sqs.receive_message(QueueUrl=dlq, MaxNumberOfMessages=1)["Messages"]
+            return [m["Body"] for m in got]
+
+    assert run(scenario()) == ["A1"]
+
+
+def test_producer_helper_sends_each_key_to_its_partition(server, queue_name):
+    """conveyor.client.partitions.PartitionedProducer, the helper for Python apps."""
+    sqs = sqs_client(server.url)
+    _create(server, queue_name, 4)
+    logical = _logical(sqs, queue_name, 4)
+    keys = [f"user-{i}" for i in range(12)]
+
+    async def send() -> list[str]:
+        async with SQSClient(server.url) as client:
+            producer = PartitionedProducer(client, logical)
+            return [(await producer.send(f"for {key}", key=key))[0] for key in keys]
+
+    urls = asyncio.run(send())
+    assert urls == [logical.urls[zlib.crc32(k.encode()) % 4] for k in keys]
+    assert [queue_total(sqs, u) for u in logical.urls] == [urls.count(u) for u in logical.urls]
+
+
+def test_worker_help_and_bad_partition_options():
+    """--help describes the options; a bad value is one clear line, not a traceback."""
+    helped = _conveyor("worker", "--help")
+    assert "--partitions" in helped.stdout and "--shared-dead-letter" in helped.stdout
+    assert "create-partitioned" in _conveyor("queue", "--help").stdout
+    for args, expected in ((["--partitions", "65"], "Partitions must be between 0 and 64"),
+                           (["--partitions", "2", "--worker-queue-url",
+                             "http://127.0.0.1:1/000000000000/" + "q" * 78],
+                            "longer than SQS's 80")):
+        done = _conveyor("worker", "--worker-queue-url", "http://127.0.0.1:1/0/jobs", *args)
+        assert done.returncode != 0
+        assert expected in done.stderr and "Traceback" not in done.stderr, done.stderr
