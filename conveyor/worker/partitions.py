@@ -4,7 +4,9 @@ partition of WorkerQueueURL's logical queue, with plain SQS calls only.
 Receiving (`PartitionedReceiver`) takes the partitions in turn, one receive each, shared
 by all the worker's pollers, so a partition with a big backlog gets one receive in N and
 never starves the others. While messages come, the receives do not wait (WaitTimeSeconds
-0): a poller must not sit in a long poll on an empty partition while another has work.
+0): a poller must not sit in a long poll on an empty partition while another has work;
+and a partition found empty is passed over for RECHECK_EMPTY_S while others have work,
+so a backlog in one of N partitions costs about one receive per batch, not N.
 Once a whole round found every partition empty the worker is idle: it then makes one long
 poll at a time (the daemon parks its other pollers, flow.py), PollWaitTime long, on the
 next partition in turn. An idle worker thus costs 3600 / PollWaitTime calls an hour
@@ -36,6 +38,11 @@ from conveyor.worker.queues import (
     prepare_worker_queue,
 )
 from conveyor.worker.receiver import Received
+
+# While other partitions have messages, one found empty is looked at again this much later:
+# a message sent to it then waits at most this long, and a backlog elsewhere costs at most
+# one empty receive per empty partition per second.
+RECHECK_EMPTY_S = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,8 +152,10 @@ class PartitionedReceiver:
 
     def __init__(self, sqs: SQSClient, urls: Sequence[str], router: PartitionRouter, *,
                  wait_s: int, visibility_timeout_s: int,
-                 system_attributes: Sequence[str] = ("All",)) -> None:
+                 system_attributes: Sequence[str] = ("All",),
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._sqs = sqs
+        self._clock = clock
         self._urls = list(urls)
         self._router = router
         self._wait_s = wait_s
@@ -154,6 +163,7 @@ class PartitionedReceiver:
         self._system_attributes = list(system_attributes)
         self._next = 0
         self._empty_in_a_row = 0  # a first round without waiting finds a backlog anywhere
+        self._skip_until_s = [0.0] * len(self._urls)  # found empty: passed over until then
         names = [queue_name_from_url(url) for url in self._urls]
         self.polls = dict.fromkeys(names, 0)  # receives sent, per partition
         self.received = dict.fromkeys(names, 0)  # messages received, per partition
@@ -161,9 +171,10 @@ class PartitionedReceiver:
     async def receive(self, max_messages: int) -> Received:
         """One receive from the next partition: short while messages come, long when the
         last round found every partition empty."""
-        url = self._urls[self._next]
-        self._next = (self._next + 1) % len(self._urls)
-        wait_s = self._wait_s if self._empty_in_a_row >= len(self._urls) else 0
+        idle = self._empty_in_a_row >= len(self._urls)
+        index = self._pick(idle)
+        url = self._urls[index]
+        wait_s = self._wait_s if idle else 0
         self.polls[queue_name_from_url(url)] += 1
         messages = await self._sqs.receive_messages(
             url, max_messages=max_messages, wait_time_s=wait_s,
@@ -171,8 +182,19 @@ class PartitionedReceiver:
             system_attributes=self._system_attributes)
         if messages:
             self._empty_in_a_row = 0
+            self._skip_until_s[index] = 0.0
             self._router.note(url, messages)
             self.received[queue_name_from_url(url)] += len(messages)
         else:
             self._empty_in_a_row += 1
+            self._skip_until_s[index] = self._clock() + RECHECK_EMPTY_S
         return Received(messages, wait_s)
+
+    def _pick(self, idle: bool) -> int:
+        """The next partition in turn, passing over those found empty lately (none when
+        idle: the long poll turns over them all); the next in turn if all were."""
+        now, count = self._clock(), len(self._urls)
+        index = next((i % count for i in range(self._next, self._next + count)
+                      if idle or self._skip_until_s[i % count] <= now), self._next)
+        self._next = (index + 1) % count
+        return index

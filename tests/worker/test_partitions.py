@@ -27,7 +27,7 @@ from conveyor.client.partitions import (
     split_partition_name,
 )
 from conveyor.scale.observe import backlog_counts
-from conveyor.worker.partitions import PartitionedReceiver
+from conveyor.worker.partitions import RECHECK_EMPTY_S, PartitionedReceiver, PartitionRouter
 from tests.support import MOTO, ServerProcess, running_moto, sqs_client
 from tests.worker.conftest import (
     Recorded,
@@ -380,3 +380,41 @@ def test_worker_help_and_bad_partition_options():
         done = _conveyor("worker", "--worker-queue-url", "http://127.0.0.1:1/0/jobs", *args)
         assert done.returncode != 0
         assert expected in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+def test_a_partition_found_empty_is_passed_over_while_another_has_a_backlog(server,
+                                                                            queue_name):
+    """With 30 messages in p0 only, the receiver looks at p1 and p2 once each while it
+    empties p0 (the clock stands still), not once per round; once RECHECK_EMPTY_S has
+    passed it looks at them again and finds what was sent meanwhile."""
+    sqs = sqs_client(server.url)
+    _create(server, queue_name, 3)
+    logical = _logical(sqs, queue_name, 3)
+    for start in range(0, 30, 10):
+        sqs.send_message_batch(QueueUrl=logical.urls[0], Entries=[
+            {"Id": str(i), "MessageBody": f"m{start + i}"} for i in range(10)])
+    now = [1000.0]
+    names = [partition_name(queue_name, i) for i in range(3)]
+
+    async def scenario() -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
+        async with SQSClient(server.url) as client:
+            router = PartitionRouter(logical.urls[0], set, keep_s=60)
+            receiver = PartitionedReceiver(client, logical.urls, router, wait_s=1,
+                                           visibility_timeout_s=600, clock=lambda: now[0])
+            for _ in range(20):
+                await receiver.receive(10)
+                if receiver.received[names[0]] == 30:
+                    break
+            emptying = dict(receiver.polls)
+            now[0] += RECHECK_EMPTY_S
+            sqs.send_message(QueueUrl=logical.urls[2], MessageBody="late")
+            for _ in range(5):
+                if (await receiver.receive(10)).messages:
+                    break
+            return emptying, dict(receiver.polls), dict(receiver.received)
+
+    emptying, polls, received = run(scenario())
+    assert emptying[names[1]] == emptying[names[2]] == 1, emptying
+    assert emptying[names[0]] >= 3
+    assert received == {names[0]: 30, names[1]: 0, names[2]: 1}
+    assert polls[names[2]] == 2, polls
