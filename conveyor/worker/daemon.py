@@ -261,8 +261,10 @@ class Worker:
         self._change.start()
         await self._deliverer.open()
         if self.config.batch_size:
+            source = self.config.worker_queue_url if self.partitions else url  # logical queue
             self._batches = BatchPoster(self._deliverer, self.queue_name,
-                                        QueueIdentity.from_url(url, sqs.region), fifo=self._fifo)
+                                        QueueIdentity.from_url(source, sqs.region),
+                                        fifo=self._fifo)
         for hook in self.hooks:
             await hook.start(sqs, url)
         self.presence = Presence(sqs, self.queue_name, self._announced_status,

@@ -418,3 +418,28 @@ def test_a_partition_found_empty_is_passed_over_while_another_has_a_backlog(serv
     assert emptying[names[0]] >= 3
     assert received == {names[0]: 30, names[1]: 0, names[2]: 1}
     assert polls[names[2]] == 2, polls
+
+
+def test_batch_delivery_from_every_partition(server, queue_name):
+    """With BatchSize, the messages of all partitions go to the app as Lambda SQS events
+    and, the app answering 200 with an empty body ("an empty or null response: all
+    succeeded", Lambda Developer Guide, Reporting batch item failures), each is deleted
+    from the partition it came from."""
+    sqs = sqs_client(server.url)
+    _create(server, queue_name, 3)
+    logical = _logical(sqs, queue_name, 3)
+    for i in range(30):
+        sqs.send_message(QueueUrl=logical.url_for(), MessageBody=f"m{i}")
+
+    async def empty(_request: Recorded) -> web.StreamResponse:
+        return web.Response(status=200)
+
+    async def scenario() -> list[str]:
+        async with recording_app(empty) as app, running_worker(
+                logical.url, app.url, Partitions=3, BatchSize=10, HttpConnections=2):
+            await wait_until(lambda: all(queue_total(sqs, u) == 0 for u in logical.urls), 60,
+                             "every partition emptied")
+            return [record["body"] for r in app.requests
+                    for record in json.loads(r.body)["Records"]]
+
+    assert sorted(run(scenario())) == sorted(f"m{i}" for i in range(30))
