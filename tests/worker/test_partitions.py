@@ -62,6 +62,21 @@ def _create(server: ServerProcess, name: str, count: int, *more: str) -> str:
     return done.stdout
 
 
+def _made(server: ServerProcess, name: str, count: int) -> tuple[Any, PartitionedQueue]:
+    """A boto3 client and the logical queue `name`, its partitions made by the CLI."""
+    sqs = sqs_client(server.url)
+    _create(server, name, count)
+    return sqs, _logical(sqs, name, count)
+
+
+def _fill(sqs: Any, url: str, count: int, prefix: str) -> None:
+    """`count` messages `<prefix><n>` into one queue, ten a call."""
+    for start in range(0, count, 10):
+        sqs.send_message_batch(QueueUrl=url, Entries=[
+            {"Id": str(i), "MessageBody": f"{prefix}{start + i}"}
+            for i in range(min(10, count - start))])
+
+
 # -- where a message goes ----------------------------------------------------------------
 
 def test_partition_of_a_key_is_its_crc32_modulo_the_count():
@@ -161,12 +176,8 @@ def test_a_big_backlog_in_one_partition_does_not_starve_the_others(server, queue
     connection the app sees the messages in the order they were received. Taking the
     partitions in turn, the worker has every message of p1-p3 at the app within its
     first rounds; a worker that emptied p0 first would show them after 100 others."""
-    sqs = sqs_client(server.url)
-    _create(server, queue_name, 4)
-    logical = _logical(sqs, queue_name, 4)
-    for start in range(0, 100, 10):
-        sqs.send_message_batch(QueueUrl=logical.urls[0], Entries=[
-            {"Id": str(i), "MessageBody": f"p0-{start + i}"} for i in range(10)])
+    sqs, logical = _made(server, queue_name, 4)
+    _fill(sqs, logical.urls[0], 100, "p0-")
     for p in (1, 2, 3):
         for i in range(3):
             sqs.send_message(QueueUrl=logical.urls[p], MessageBody=f"p{p}-{i}")
@@ -188,10 +199,7 @@ def test_a_big_backlog_in_one_partition_does_not_starve_the_others(server, queue
 def test_fifo_groups_keep_their_order_across_partitions(server, queue_name):
     """Each group hashes to one partition (its MessageGroupId's CRC-32), so the worker,
     reading all partitions at once, still POSTs each group's messages in order."""
-    sqs = sqs_client(server.url)
-    name = queue_name + ".fifo"
-    _create(server, name, 3)
-    logical = _logical(sqs, name, 3)
+    sqs, logical = _made(server, queue_name + ".fifo", 3)
     groups = [f"g{i}" for i in range(6)]
     for n in range(5):
         for group in groups:
@@ -252,8 +260,7 @@ def test_an_idle_worker_keeps_one_long_poll_open_and_turns_it_over_every_partiti
         server, queue_name):
     """Idle, the worker parks one long poll at a time (the server's
     conveyor_long_polls_waiting never shows more), on each partition in turn."""
-    _create(server, queue_name, 4)
-    logical = _logical(sqs_client(server.url), queue_name, 4)
+    _sqs, logical = _made(server, queue_name, 4)
 
     def waiting() -> float:
         with urllib.request.urlopen(server.url + "/metrics", timeout=5) as resp:
@@ -282,9 +289,7 @@ def test_an_idle_worker_keeps_one_long_poll_open_and_turns_it_over_every_partiti
 
 
 def test_autoscaler_backlog_adds_up_the_partitions(server, queue_name):
-    sqs = sqs_client(server.url)
-    _create(server, queue_name, 3)
-    logical = _logical(sqs, queue_name, 3)
+    sqs, logical = _made(server, queue_name, 3)
     for p, count in enumerate((3, 0, 2)):
         for i in range(count):
             sqs.send_message(QueueUrl=logical.urls[p], MessageBody=str(i))
@@ -353,9 +358,7 @@ def test_a_fifo_message_that_holds_its_group_is_dead_lettered_to_its_partitions_
 
 def test_producer_helper_sends_each_key_to_its_partition(server, queue_name):
     """conveyor.client.partitions.PartitionedProducer, the helper for Python apps."""
-    sqs = sqs_client(server.url)
-    _create(server, queue_name, 4)
-    logical = _logical(sqs, queue_name, 4)
+    sqs, logical = _made(server, queue_name, 4)
     keys = [f"user-{i}" for i in range(12)]
 
     async def send() -> list[str]:
@@ -387,12 +390,8 @@ def test_a_partition_found_empty_is_passed_over_while_another_has_a_backlog(serv
     """With 30 messages in p0 only, the receiver looks at p1 and p2 once each while it
     empties p0 (the clock stands still), not once per round; once RECHECK_EMPTY_S has
     passed it looks at them again and finds what was sent meanwhile."""
-    sqs = sqs_client(server.url)
-    _create(server, queue_name, 3)
-    logical = _logical(sqs, queue_name, 3)
-    for start in range(0, 30, 10):
-        sqs.send_message_batch(QueueUrl=logical.urls[0], Entries=[
-            {"Id": str(i), "MessageBody": f"m{start + i}"} for i in range(10)])
+    sqs, logical = _made(server, queue_name, 3)
+    _fill(sqs, logical.urls[0], 30, "m")
     now = [1000.0]
     names = [partition_name(queue_name, i) for i in range(3)]
 
@@ -425,9 +424,7 @@ def test_batch_delivery_from_every_partition(server, queue_name):
     and, the app answering 200 with an empty body ("an empty or null response: all
     succeeded", Lambda Developer Guide, Reporting batch item failures), each is deleted
     from the partition it came from."""
-    sqs = sqs_client(server.url)
-    _create(server, queue_name, 3)
-    logical = _logical(sqs, queue_name, 3)
+    sqs, logical = _made(server, queue_name, 3)
     for i in range(30):
         sqs.send_message(QueueUrl=logical.url_for(), MessageBody=f"m{i}")
 
