@@ -22,6 +22,12 @@ from click.core import ParameterSource
 from conveyor._click import HTTP_URL
 from conveyor.client.client import SQSClient, endpoint_from_queue_url
 from conveyor.client.errors import SQSError, SQSTransportError
+from conveyor.client.partitions import (
+    MAX_PARTITIONS,
+    PartitionedQueue,
+    PartitionError,
+    partition_name,
+)
 
 DEFAULT_ENDPOINT = "http://127.0.0.1:9324"
 MOVE_POLL_S = 0.5
@@ -80,6 +86,20 @@ def _target(command: Callable[..., None]) -> Callable[..., None]:
 async def queue_url(sqs: SQSClient, queue: str) -> str:
     """A queue given by URL stays as it is; a name is looked up."""
     return queue if queue.startswith(("http://", "https://")) else await sqs.get_queue_url(queue)
+
+
+async def partitioned_queue(sqs: SQSClient, queue: str, partitions: int) -> PartitionedQueue:
+    """The logical queue `queue` (a name or its URL) of `partitions` partitions; a name is
+    looked up through its first partition, since the logical queue itself does not exist."""
+    if queue.startswith(("http://", "https://")):
+        url = queue
+    else:
+        first = await sqs.get_queue_url(partition_name(queue, 0))
+        url = first.rsplit("/", 1)[0] + "/" + queue
+    try:
+        return PartitionedQueue(url, partitions)
+    except PartitionError as exc:
+        raise click.BadParameter(str(exc), param_hint="--partitions") from None
 
 
 def _pairs(values: tuple[str, ...], what: str) -> dict[str, str]:
@@ -304,19 +324,36 @@ def message_group() -> None:
 @click.option("--dedup-id", help="MessageDeduplicationId (FIFO queues).")
 @click.option("--attribute", "-a", "attributes", multiple=True, metavar="NAME=VALUE",
               help="A String message attribute (repeatable).")
+@click.option("--partitions", type=click.IntRange(0, MAX_PARTITIONS), default=0,
+              envvar="CONVEYOR_PARTITIONS", show_default=True,
+              help="QUEUE is a logical queue of this many partitions QUEUE-p0 ... (as the "
+              "worker's Partitions option; also CONVEYOR_PARTITIONS); 0 = a plain queue.")
+@click.option("--partition-key", metavar="KEY",
+              help="Pick the partition by CRC-32 of KEY (default: the --group on FIFO "
+              "queues, else round robin).")
 @_target
 def send(target: Target, queue: str, body: str | None, delay: int | None, group_id: str | None,
-         dedup_id: str | None, attributes: tuple[str, ...]) -> None:
+         dedup_id: str | None, attributes: tuple[str, ...], partitions: int,
+         partition_key: str | None) -> None:
     """Send BODY (or standard input when BODY is - or left out) to QUEUE; prints its id."""
     if body is None or body == "-":
         body = sys.stdin.read()
     message_attributes = {k: {"DataType": "String", "StringValue": v}
                           for k, v in _pairs(attributes, "--attribute").items()}
+    if partition_key is not None and not partitions:
+        raise click.UsageError("--partition-key needs --partitions (or CONVEYOR_PARTITIONS)")
 
     async def work(sqs: SQSClient) -> str:
-        return await sqs.send_message(await queue_url(sqs, queue), body, delay_s=delay,
-                                      attributes=message_attributes, group_id=group_id,
-                                      deduplication_id=dedup_id)
+        if partitions:
+            logical = await partitioned_queue(sqs, queue, partitions)
+            try:
+                url = logical.url_for(partition_key, group_id=group_id)
+            except PartitionError as exc:
+                raise click.UsageError(str(exc)) from None
+        else:
+            url = await queue_url(sqs, queue)
+        return await sqs.send_message(url, body, delay_s=delay, attributes=message_attributes,
+                                      group_id=group_id, deduplication_id=dedup_id)
 
     click.echo(target.run(work, queue=queue))
 

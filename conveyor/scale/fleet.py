@@ -86,7 +86,8 @@ class AutoscaledFleet:
         async with SQSClient(endpoint, region=self.config.region or None) as sqs:
             self.scaler = Scaler(self.policy, sqs, queue_url, self.actuator,
                                  interval_s=self.interval_s,
-                                 concurrency=self.config.http_connections)
+                                 concurrency=self.config.http_connections,
+                                 partitions=self.config.partitions)
             status = None
             if self.status_port:
                 status = scale_status_server(self.scaler, self.status_host, self.status_port)

@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 
 from conveyor.client import check_http_url
+from conveyor.client.partitions import PartitionedQueue, PartitionError
 from conveyor.worker.options import BY_NAME, OPTIONS, Option
 
 EB_NAMESPACE = "aws:elasticbeanstalk:sqsd"
@@ -55,6 +56,8 @@ class WorkerConfig:
     create_queue: bool = True
     region: str = ""
     endpoint_url: str = ""
+    partitions: int = 0
+    shared_dead_letter: bool = False
     cron_file: str = "cron.yaml"
     cron_lease: str = "server"
     cron_grace_period: int = 300
@@ -176,6 +179,12 @@ def validate(config: WorkerConfig, sources: Mapping[str, str] | None = None) -> 
         msg = (f"IdleBackoffMin ({config.idle_backoff_min:g}) must not exceed "
                f"IdleBackoffMax ({config.idle_backoff_max:g})")
         raise ConfigError(msg)
+    if config.partitions:
+        try:
+            PartitionedQueue(config.worker_queue_url, config.partitions)
+        except PartitionError as exc:
+            msg = f"Partitions: {exc}"
+            raise ConfigError(msg) from None
     if config.error_visibility_timeout > config.max_error_visibility_timeout:
         msg = (f"ErrorVisibilityTimeout ({config.error_visibility_timeout}) must not exceed "
                f"MaxErrorVisibilityTimeout ({config.max_error_visibility_timeout})")

@@ -80,6 +80,13 @@ from conveyor.worker.delivery import Deliverer, Outcome
 from conveyor.worker.flow import IdleControl, OpenPosts, Slots
 from conveyor.worker.groups import GroupQueues
 from conveyor.worker.metrics import WorkerMetrics
+from conveyor.worker.partitions import (
+    PartitionedReceiver,
+    PartitionRouter,
+    Partitions,
+    RoutedBatcher,
+    prepare_partitions,
+)
 from conveyor.worker.queues import WorkerQueues, prepare_worker_queue, send_to_dead_letter
 from conveyor.worker.receiver import Receiver
 
@@ -157,10 +164,12 @@ class Worker:
         self._force = asyncio.Event()
         self.ready = asyncio.Event()
         self._sqs: SQSClient | None = None
-        self._delete: Batcher | None = None
-        self._change: Batcher | None = None
+        self._delete: Batcher | RoutedBatcher | None = None
+        self._change: Batcher | RoutedBatcher | None = None
         self.presence: Presence | None = None
-        self.receiver: Receiver | None = None
+        self.receiver: Receiver | PartitionedReceiver | None = None
+        self.partitions: Partitions | None = None  # with the Partitions option
+        self._router: PartitionRouter | None = None
         self._deliverer = Deliverer(config, self.queue_name)
         self._batches: BatchPoster | None = None  # BatchSize: several messages per POST
         self._breaker: Breaker[Job] = Breaker(self._rng)
@@ -202,11 +211,15 @@ class Worker:
         config = self.config
         while not self._stopping.is_set():
             try:
-                self.queues = await prepare_worker_queue(
-                    self._sqs, self.queue_url, create=config.create_queue,
-                    max_retries=config.max_retries,
-                    visibility_timeout_s=config.visibility_timeout,
-                    retention_period_s=config.retention_period)
+                if config.partitions:
+                    self.partitions = await prepare_partitions(self._sqs, config)
+                    self.queues = self.partitions.queues[0]
+                else:
+                    self.queues = await prepare_worker_queue(
+                        self._sqs, self.queue_url, create=config.create_queue,
+                        max_retries=config.max_retries,
+                        visibility_timeout_s=config.visibility_timeout,
+                        retention_period_s=config.retention_period)
             except (SQSTransportError, SQSError) as exc:
                 if isinstance(exc, SQSError) and not exc.retryable:
                     raise
@@ -224,28 +237,48 @@ class Worker:
     async def _serve(self) -> None:
         assert self._sqs is not None
         sqs, url = self._sqs, self.queue_url
-        self._delete = Batcher("DeleteMessageBatch", self.queue_name,
-                               lambda entries: sqs.delete_message_batch(url, entries),
-                               give_up_s=max(60, self.config.visibility_timeout))
-        self._change = Batcher(
-            "ChangeMessageVisibilityBatch", self.queue_name,
-            lambda entries: sqs.change_message_visibility_batch(
-                url, [(i, receipt, secs) for i, (receipt, secs) in entries]),
-            give_up_s=max(60, self.config.visibility_timeout))
+        give_up_s = max(60, self.config.visibility_timeout)
+
+        def deleter(queue_url: str) -> Batcher:
+            return Batcher("DeleteMessageBatch", self.queue_name,
+                           lambda entries: sqs.delete_message_batch(queue_url, entries),
+                           give_up_s=give_up_s)
+
+        def changer(queue_url: str) -> Batcher:
+            return Batcher("ChangeMessageVisibilityBatch", self.queue_name,
+                           lambda entries: sqs.change_message_visibility_batch(
+                               queue_url, [(i, receipt, secs) for i, (receipt, secs) in entries]),
+                           give_up_s=give_up_s)
+
+        if self.partitions is not None:  # each entry joins its message's partition's batch
+            self._router = router = PartitionRouter(url, lambda: self._jobs, keep_s=give_up_s)
+            urls = self.partitions.queue.urls
+            self._delete = RoutedBatcher(router, urls, deleter, lambda receipt: receipt)
+            self._change = RoutedBatcher(router, urls, changer, lambda entry: entry[0])
+        else:
+            self._delete, self._change = deleter(url), changer(url)
         self._delete.start()
         self._change.start()
         await self._deliverer.open()
         if self.config.batch_size:
+            source = self.config.worker_queue_url if self.partitions else url  # logical queue
             self._batches = BatchPoster(self._deliverer, self.queue_name,
-                                        QueueIdentity.from_url(url, sqs.region), fifo=self._fifo)
+                                        QueueIdentity.from_url(source, sqs.region),
+                                        fifo=self._fifo)
         for hook in self.hooks:
             await hook.start(sqs, url)
         self.presence = Presence(sqs, self.queue_name, self._announced_status,
                                  on_drain=self.stop)
-        self.receiver = Receiver(sqs, url, wait_s=self.config.poll_wait_time,
-                                 extended_wait_s=self.config.extended_poll_wait_time,
-                                 visibility_timeout_s=self.config.visibility_timeout,
-                                 presence=self.presence)
+        if self._router is not None and self.partitions is not None:
+            self.receiver = PartitionedReceiver(
+                sqs, self.partitions.queue.urls, self._router,
+                wait_s=self.config.poll_wait_time,
+                visibility_timeout_s=self.config.visibility_timeout)
+        else:
+            self.receiver = Receiver(sqs, url, wait_s=self.config.poll_wait_time,
+                                     extended_wait_s=self.config.extended_poll_wait_time,
+                                     visibility_timeout_s=self.config.visibility_timeout,
+                                     presence=self.presence)
         dispatchers = [asyncio.create_task(self._dispatch_loop(), name=f"dispatch-{i}")
                        for i in range(self.config.http_connections)]
         pollers = [asyncio.create_task(self._poll_loop(first=i == 0), name=f"poll-{i}")
@@ -568,8 +601,8 @@ class Worker:
         """RetentionPeriod is over: delete the message unposted (as Elastic Beanstalk does),
         or with ExpiredToDeadLetter move it to the dead-letter queue."""
         message = job.message
-        assert self.queues is not None
-        if self.config.expired_to_dead_letter and self.queues.dead_letter_url is not None:
+        if (self.config.expired_to_dead_letter
+                and self._queues_of(message).dead_letter_url is not None):
             if await self._to_dead_letter(job, f"RetentionPeriod, age {age_s:.0f}s"):
                 self.metrics.expired()
             return
@@ -642,10 +675,9 @@ class Worker:
         next receive would exceed maxReceiveCount, moves it to the dead-letter queue) -
         unless later messages of its FIFO group wait here behind it (see the module's
         docstring): then it is tried again, or dead-lettered, here."""
-        assert self.queues is not None
         message, config = job.message, self.config
         count = message.receive_count
-        limit = self.queues.max_receive_count
+        limit = self._queues_of(message).max_receive_count
         final = limit is not None and count >= limit
         if final:
             seconds = 0
@@ -702,8 +734,9 @@ class Worker:
     async def _to_dead_letter(self, job: Job, reason: str) -> bool:
         """Copy a message into the dead-letter queue, then delete it; True when done.
         If the copy fails, the message is tried again later: nothing disappears."""
-        assert self._sqs is not None and self.queues is not None
-        message, dead_letter_url = job.message, self.queues.dead_letter_url
+        assert self._sqs is not None
+        message = job.message
+        dead_letter_url = self._queues_of(message).dead_letter_url
         assert dead_letter_url is not None
         try:
             copy_id = await send_to_dead_letter(self._sqs, dead_letter_url, message)
@@ -720,6 +753,13 @@ class Worker:
                     copy_id, extra=self._fields(message, outcome="dead-lettered",
                                                 dead_letter_message_id=copy_id))
         return True
+
+    def _queues_of(self, message: Message) -> WorkerQueues:
+        """The queue a message came from, with its dead-letter queue: its partition's."""
+        assert self.queues is not None
+        if self.partitions is None or self._router is None:
+            return self.queues
+        return self.partitions.of(self._router.url_of(message.receipt_handle))
 
     def _release(self, job: Job) -> None:
         """Hand a message back at once (visibility 0) so another worker can take it."""

@@ -122,6 +122,18 @@ CONVEYOR_OPTIONS = (
            "SQS endpoint (default: the queue URL's scheme://host:port)."),
 )
 
+# A logical queue over several SQS queues (client/partitions.py, worker/partitions.py).
+PARTITION_OPTIONS = (
+    Option("Partitions", "partitions", int, 0,
+           "Read WorkerQueueURL's logical queue as this many partition queues NAME-p0 ... "
+           "(NAME-p0.fifo ... for FIFO), in turn, with plain ReceiveMessage calls; idle, "
+           "one long poll of PollWaitTime at a time turns over them (a message may wait "
+           "up to Partitions x PollWaitTime); 0 = one plain queue.", 0, 64),
+    Option("SharedDeadLetter", "shared_dead_letter", bool, False,
+           "With Partitions: one dead-letter queue NAME-dead-letter for every partition "
+           "instead of one per partition (NAME-p0-dead-letter ...)."),
+)
+
 # Periodic tasks (conveyor/cron): EB reads cron.yaml from the source bundle; here it is a path.
 CRON_OPTIONS = (
     Option("CronFile", "cron_file", str, "cron.yaml",
@@ -141,5 +153,5 @@ CRON_OPTIONS = (
            "unposted ('' = unsigned; jobs are then checked against cron.yaml)."),
 )
 
-OPTIONS = EB_OPTIONS + CONVEYOR_OPTIONS + CRON_OPTIONS
+OPTIONS = EB_OPTIONS + CONVEYOR_OPTIONS + PARTITION_OPTIONS + CRON_OPTIONS
 BY_NAME = {option.name: option for option in OPTIONS}
