@@ -49,6 +49,7 @@ from conveyor.client import (
     queue_name_from_url,
 )
 from conveyor.cron.service import CronService, LedgerBusy
+from conveyor.payloads.resolver import PayloadResolver, PayloadUnavailable
 from conveyor.worker.backoff import (
     MAX_VISIBILITY_S,
     ErrorBackoff,
@@ -140,6 +141,10 @@ class Worker:
         self.presence: Presence | None = None
         self.receiver: Receiver | None = None
         self._deliverer = Deliverer(config, self.queue_name)
+        self._payloads = PayloadResolver.from_options(
+            config.payload_endpoint_url, config.payload_region or config.region,
+            config.payload_access_key, config.payload_bucket,
+            delete_after=config.delete_payloads)
         self._breaker: Breaker[Job] = Breaker(self._rng)
         self._prober: asyncio.Task[None] | None = None
         self._grace: asyncio.TimerHandle | None = None
@@ -273,6 +278,7 @@ class Worker:
         await self.cron.close()
         assert self._delete is not None and self._change is not None
         await asyncio.gather(self._delete.close(10.0), self._change.close(10.0))
+        await self._payloads.close()
         if self.presence is not None:
             await self.presence.stop()
         log.info("worker stopped: queue=%s", self.queue_name)
@@ -377,8 +383,11 @@ class Worker:
         """POST the message to the app (job.started_s says since when)."""
         job.started_s = time.monotonic()
         self.metrics.in_flight(1)
-        try:
-            return await self._deliverer.deliver(job.message)
+        try:  # an offloaded body is fetched first: the app gets it, never the pointer
+            return await self._deliverer.deliver(await self._payloads.resolve(job.message))
+        except PayloadUnavailable as exc:
+            return Outcome(False, "payload-unavailable", time.monotonic() - job.started_s,
+                           detail=str(exc))
         except asyncio.CancelledError:
             self._release(job)
             raise
@@ -399,7 +408,8 @@ class Worker:
 
     def _done(self, job: Job, outcome: Outcome) -> None:
         message = job.message
-        self._submit_delete(message)
+        deleted = self._submit_delete(message)  # its blob goes once the message is gone
+        deleted.add_done_callback(lambda f: self._payloads.after_delete(message, f.result()))
         self._finish(job)
         self.metrics.succeeded(outcome.elapsed_s)
         if log.isEnabledFor(logging.DEBUG):
@@ -495,10 +505,11 @@ class Worker:
         return (job.group is not None and self._groups.behind(job.group) > 0
                 and not self._stopping.is_set())
 
-    def _submit_delete(self, message: Message) -> None:
+    def _submit_delete(self, message: Message) -> asyncio.Future[str | None]:
         assert self._delete is not None
         future = self._delete.submit(message.message_id, message.receipt_handle)
         future.add_done_callback(lambda f: self._deleted(message, f.result()))
+        return future
 
     def _deleted(self, message: Message, refusal: str | None) -> None:
         if refusal is not None:
