@@ -18,6 +18,8 @@ from typing import Any
 from conveyor.payloads.blobs import BlobStore
 from conveyor.payloads.pointer import (
     DEFAULT_THRESHOLD_BYTES,
+    EMBEDDED_BUCKET,
+    EMBEDDED_STORE_PATH,
     GZIP,
     RESERVED_ATTRIBUTES,
     Pointer,
@@ -86,6 +88,14 @@ class Offloader:
         if attributes:
             kwargs["MessageAttributes"] = attributes
         return sqs.send_message(**kwargs)
+
+
+def default_store(sqs_endpoint_url: str) -> tuple[str, str]:
+    """(blob endpoint, bucket) a producer uses when told none: the embedded store of the
+    Conveyor server it sends to; for Amazon SQS none (offloading needs --payload-bucket)."""
+    if "amazonaws.com" in sqs_endpoint_url:
+        return "", ""
+    return sqs_endpoint_url.rstrip("/") + EMBEDDED_STORE_PATH, EMBEDDED_BUCKET
 
 
 def queue_threshold(sqs: Any, queue_url: str) -> int:

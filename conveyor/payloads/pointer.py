@@ -29,6 +29,10 @@ LEGACY_SIZE_ATTRIBUTE = "SQSLargePayloadSize"
 ENCODING_ATTRIBUTE = "ConveyorPayloadEncoding"
 RESERVED_ATTRIBUTES = (SIZE_ATTRIBUTE, LEGACY_SIZE_ATTRIBUTE, ENCODING_ATTRIBUTE)
 GZIP = "gzip"
+# Where a Conveyor server serves its embedded blob store (conveyor/server/s3subset.py), and
+# the bucket it creates at start.
+EMBEDDED_STORE_PATH = "/_conveyor/s3"
+EMBEDDED_BUCKET = "conveyor-payloads"
 # The Extended Client's default threshold (DEFAULT_MESSAGE_SIZE_THRESHOLD): SQS's 256 KiB.
 DEFAULT_THRESHOLD_BYTES = 262_144
 

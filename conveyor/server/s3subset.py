@@ -33,6 +33,7 @@ from pathlib import Path
 from urllib.parse import unquote
 from xml.sax.saxutils import escape
 
+from conveyor.payloads.pointer import EMBEDDED_BUCKET, EMBEDDED_STORE_PATH
 from conveyor.server import sigv4
 from conveyor.server.access import AccessKey
 from conveyor.server.http import Request, Response
@@ -40,8 +41,8 @@ from conveyor.sqs.errors import SqsError
 
 log = logging.getLogger("conveyor.server.s3")
 
-PREFIX = "/_conveyor/s3"
-DEFAULT_BUCKET = "conveyor-payloads"
+PREFIX = EMBEDDED_STORE_PATH
+DEFAULT_BUCKET = EMBEDDED_BUCKET
 # S3 caps a single PutObject at 5 GiB; a laptop store that holds bodies in memory, lower.
 DEFAULT_MAX_OBJECT_BYTES = 64 * 1024 * 1024
 MAX_KEY_BYTES = 1024  # S3: "The name for a key ... up to 1,024 bytes long" (UTF-8)

@@ -20,6 +20,7 @@ import orjson
 from conveyor import logs
 from conveyor._click import HTTP_URL, PORT, OneLineError
 from conveyor.client import SQSClient
+from conveyor.payloads.pointer import EMBEDDED_STORE_PATH
 from conveyor.worker.app_wait import AppNotAnswering, wait_for_app
 from conveyor.worker.child_server import ChildServer, ServerStartError
 from conveyor.worker.cli import click_option
@@ -87,6 +88,8 @@ def up_command(app_url: str | None, app_timeout: float, demo: bool, port: int, d
                   AppURL=app_url or "http://127.0.0.1:1", CreateQueue="false")
     try:
         config = load_config(values, os.environ, config_file)
+        if not config.payload_endpoint_url:  # large payloads: the server's embedded store
+            config = config.replace(payload_endpoint_url=server.url + EMBEDDED_STORE_PATH)
     except ConfigError as exc:
         raise OneLineError(str(exc)) from None
     scale = None
