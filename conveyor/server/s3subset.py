@@ -85,6 +85,9 @@ class S3Subset:
     async def handle(self, req: Request) -> Response:
         request_id = uuid.uuid4().hex[:16].upper()
         try:
+            if req.body_too_large:  # dropped unread: there is nothing to check a signature on
+                raise S3Error("EntityTooLarge", 400, "Your proposed upload exceeds the "
+                              "maximum allowed object size.")
             self._authenticate(req)
             bucket, key = _split(req.path)
             return self._dispatch(req, bucket, key)
@@ -134,9 +137,6 @@ class S3Subset:
     # --- objects ----------------------------------------------------------------------------
 
     def _put(self, req: Request, bucket: str, key: str) -> Response:
-        if req.body_too_large or len(req.body) > self.max_object_bytes:
-            raise S3Error("EntityTooLarge", 400, "Your proposed upload exceeds the maximum "
-                          "allowed object size.", key)
         if "aws-chunked" in req.headers.get("content-encoding", ""):
             raise S3Error("NotImplemented", 501, "aws-chunked uploads are not implemented by "
                           "the embedded store (sign the payload, or use HTTP).", key)
@@ -227,7 +227,7 @@ def _error_response(error: S3Error, method: str, request_id: str) -> Response:
         return Response(error.status, b"", _XML, headers)
     element = {"NoSuchKey": "Key", "KeyTooLongError": "Key", "EntityTooLarge": "Key",
                "NoSuchBucket": "BucketName", "InvalidBucketName": "BucketName"}.get(error.code)
-    extra = f"<{element}>{escape(error.resource)}</{element}>" if element else ""
+    extra = f"<{element}>{escape(error.resource)}</{element}>" if element and error.resource else ""
     body = (f'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{error.code}</Code>'
             f"<Message>{escape(error.message)}</Message>{extra}"
             f"<RequestId>{request_id}</RequestId></Error>")

@@ -16,7 +16,8 @@ What is refused, and why (AWS's wording where AWS has one; see the IAM user guid
   selects the action);
 - a scope that is not `<request date>/<region>/sqs/aws4_request`;
 - for the embedded S3 store (service `s3`), the same rules, except that S3 lets a body go
-  unsigned (`UNSIGNED-PAYLOAD`, botocore's default over TLS) and signs the path as sent,
+  unsigned (`UNSIGNED-PAYLOAD`, botocore's default over TLS, and what every presigned S3
+  URL signs) and signs the path as sent,
   not encoded a second time (botocore's S3SigV4Auth._normalize_url_path);
 - a request time more than 15 minutes from the server's, and a presigned URL past its
   `X-Amz-Expires`;
@@ -179,8 +180,9 @@ def verify(claim: Claim | None, secrets: Mapping[str, Secret], method: str, path
     _check_time(claim, signed_at, now)
     payload_hash = hashlib.sha256(body).hexdigest()
     declared = headers.get("x-amz-content-sha256")
-    if service == S3_SERVICE and declared == UNSIGNED_PAYLOAD:
-        payload_hash = UNSIGNED_PAYLOAD
+    if service == S3_SERVICE and (declared == UNSIGNED_PAYLOAD or
+                                  (claim.presigned and declared is None)):
+        payload_hash = UNSIGNED_PAYLOAD  # S3 presigned URLs always sign this constant
     elif declared is not None and declared != payload_hash:
         # Also UNSIGNED-PAYLOAD: SQS signs every body (S3 alone may leave it unsigned).
         raise SignatureDoesNotMatch("The provided 'x-amz-content-sha256' header does not "

@@ -45,7 +45,7 @@ class BlobTarget:
 def s3_client(endpoint_url: str, key: str = "test", secret: str = "test") -> Any:
     return boto3.client("s3", endpoint_url=endpoint_url, region_name="us-east-1",
                         aws_access_key_id=key, aws_secret_access_key=secret,
-                        config=Config(s3={"addressing_style": "path"},
+                        config=Config(s3={"addressing_style": "path"}, signature_version="s3v4",
                                       retries={"max_attempts": 1}))
 
 
