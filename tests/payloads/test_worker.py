@@ -49,6 +49,14 @@ def _peek(sqs, url: str) -> dict:
     return message
 
 
+def _sent_by_extended_client(blobs, server, sqs, queue_name: str) -> tuple[str, str]:
+    """A new queue holding LARGE, sent by the Extended Client; the queue URL and blob key."""
+    url = make_queue(sqs, queue_name)
+    sender = extended_client(server.url, blobs, delete_payloads=False)
+    sender.send_message(QueueUrl=url, MessageBody=LARGE)
+    return url, json.loads(_peek(sqs, url)["Body"])[1]["s3Key"]
+
+
 def test_extended_client_message_reaches_the_app_whole(blobs, strict_server, strict_sqs,
                                                        queue_name):
     url = make_queue(strict_sqs, queue_name)
@@ -78,10 +86,7 @@ def test_extended_client_message_reaches_the_app_whole(blobs, strict_server, str
 
 
 def test_the_blob_stays_until_the_app_answers_200(blobs, strict_server, strict_sqs, queue_name):
-    url = make_queue(strict_sqs, queue_name)
-    sender = extended_client(strict_server.url, blobs, delete_payloads=False)
-    sender.send_message(QueueUrl=url, MessageBody=LARGE)
-    key = json.loads(_peek(strict_sqs, url)["Body"])[1]["s3Key"]
+    url, key = _sent_by_extended_client(blobs, strict_server, strict_sqs, queue_name)
     answer = asyncio.Event()
     attempts: list[Recorded] = []
 
@@ -107,10 +112,7 @@ def test_the_blob_stays_until_the_app_answers_200(blobs, strict_server, strict_s
 
 
 def test_delete_payloads_off_keeps_the_blob(blobs, strict_server, strict_sqs, queue_name):
-    url = make_queue(strict_sqs, queue_name)
-    sender = extended_client(strict_server.url, blobs, delete_payloads=False)
-    sender.send_message(QueueUrl=url, MessageBody=LARGE)
-    key = json.loads(_peek(strict_sqs, url)["Body"])[1]["s3Key"]
+    url, key = _sent_by_extended_client(blobs, strict_server, strict_sqs, queue_name)
 
     async def scenario() -> None:
         async with recording_app() as app, running_worker(
@@ -152,10 +154,7 @@ def test_a_missing_blob_fails_its_message_into_the_dead_letter_queue(
 def test_a_pointer_to_another_bucket_is_refused_with_payload_bucket(
         blobs, strict_server, strict_sqs, queue_name, caplog):
     """PayloadBucket limits what a sender can make the worker read and delete."""
-    url = make_queue(strict_sqs, queue_name)
-    sender = extended_client(strict_server.url, blobs, delete_payloads=False)
-    sender.send_message(QueueUrl=url, MessageBody=LARGE)
-    key = json.loads(_peek(strict_sqs, url)["Body"])[1]["s3Key"]
+    url, key = _sent_by_extended_client(blobs, strict_server, strict_sqs, queue_name)
 
     async def scenario() -> None:
         async with recording_app() as app, running_worker(
