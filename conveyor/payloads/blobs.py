@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +19,9 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from conveyor.client._signing import resolve_credentials
 
+# Blob calls in flight at once per store: each holds a thread while botocore blocks; the
+# worker's HttpConnections (up to 100) would otherwise queue on asyncio's small default pool.
+MAX_THREADS = 32
 # S3's "object not there" answers: GetObject's NoSuchKey / NoSuchBucket, HeadObject's 404.
 _MISSING = ("NoSuchKey", "NoSuchBucket", "404", "NotFound")
 
@@ -52,6 +56,7 @@ class BlobStore:
     def __init__(self, settings: BlobSettings) -> None:
         self.settings = settings
         self._local = threading.local()  # a botocore client per thread, as boto3 advises
+        self._threads: ThreadPoolExecutor | None = None
 
     def _client(self) -> Any:
         client = getattr(self._local, "client", None)
@@ -76,10 +81,21 @@ class BlobStore:
             self._client().delete_object(Bucket=bucket, Key=key)
 
     async def aget(self, bucket: str, key: str) -> bytes:
-        return await asyncio.to_thread(self.get, bucket, key)
+        return await self._in_thread(self.get, bucket, key)
 
     async def adelete(self, bucket: str, key: str) -> None:
-        await asyncio.to_thread(self.delete, bucket, key)
+        await self._in_thread(self.delete, bucket, key)
+
+    async def _in_thread(self, call: Any, *args: Any) -> Any:
+        if self._threads is None:
+            self._threads = ThreadPoolExecutor(MAX_THREADS, thread_name_prefix="blobs")
+        return await asyncio.get_running_loop().run_in_executor(self._threads, call, *args)
+
+    def close(self) -> None:
+        """Let the threads go (calls under way finish first)."""
+        if self._threads is not None:
+            self._threads.shutdown(wait=False)
+            self._threads = None
 
 
 def _make_client(settings: BlobSettings) -> Any:

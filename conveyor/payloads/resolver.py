@@ -73,7 +73,7 @@ class PayloadResolver:
         return dataclasses.replace(message, body=body,
                                    message_attributes=without_reserved(message.message_attributes))
 
-    async def discard(self, message: Message) -> None:
+    async def _discard(self, message: Message) -> None:
         """After the app's 200 and the message's deletion: delete its blob, when configured
         (the Extended Client's cleanupS3Payload, on by default). A failure is logged: the
         message is done either way, and S3 lifecycle rules catch what is left."""
@@ -91,7 +91,7 @@ class PayloadResolver:
         """The message's DeleteMessage came back: `refusal` None means it is gone, and its
         blob may go too (in the background); refused, the blob stays for the redelivery."""
         if refusal is None and self._delete_after and is_offloaded(message.message_attributes):
-            task = asyncio.get_running_loop().create_task(self.discard(message))
+            task = asyncio.get_running_loop().create_task(self._discard(message))
             self._deleting.add(task)
             task.add_done_callback(self._deleting.discard)
 
@@ -99,6 +99,7 @@ class PayloadResolver:
         """Let the blob deletions under way finish (a drain waits for them)."""
         if self._deleting:
             await asyncio.gather(*self._deleting, return_exceptions=True)
+        self._store.close()
 
     def _pointer(self, message: Message) -> Pointer:
         try:

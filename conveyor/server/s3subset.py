@@ -19,6 +19,7 @@ an XML `<Error><Code/><Message/>...<RequestId/></Error>` document, and no body f
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
@@ -90,7 +91,8 @@ class S3Subset:
                               "maximum allowed object size.")
             self._authenticate(req)
             bucket, key = _split(req.path)
-            return self._dispatch(req, bucket, key)
+            # File I/O of up to max_object_bytes: off the loop that answers SQS calls.
+            return await asyncio.to_thread(self._dispatch, req, bucket, key)
         except S3Error as error:
             log.info("S3 %s %s failed: %s", req.method, req.path, error.code)
             return _error_response(error, req.method, request_id)

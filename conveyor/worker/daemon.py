@@ -381,12 +381,12 @@ class Worker:
 
     async def _post(self, job: Job) -> Outcome:
         """POST the message to the app (job.started_s says since when)."""
-        job.started_s = time.monotonic()
+        job.started_s = started_s = time.monotonic()
         self.metrics.in_flight(1)
         try:  # an offloaded body is fetched first: the app gets it, never the pointer
             return await self._deliverer.deliver(await self._payloads.resolve(job.message))
         except PayloadUnavailable as exc:
-            return Outcome(False, "payload-unavailable", time.monotonic() - job.started_s,
+            return Outcome(False, "payload-unavailable", time.monotonic() - started_s,
                            detail=str(exc))
         except asyncio.CancelledError:
             self._release(job)
