@@ -19,8 +19,14 @@ import logging
 
 from aiohttp import web
 
-from conveyor.payloads.pointer import POINTER_CLASS, SIZE_ATTRIBUTE, Pointer
-from tests.payloads.conftest import conveyor_cli, extended_client
+from conveyor.payloads.pointer import (
+    EMBEDDED_BUCKET,
+    EMBEDDED_STORE_PATH,
+    POINTER_CLASS,
+    SIZE_ATTRIBUTE,
+    Pointer,
+)
+from tests.payloads.conftest import BlobTarget, conveyor_cli, extended_client
 from tests.worker.conftest import (
     Recorded,
     aio,
@@ -198,3 +204,28 @@ async def _receive_one(sqs, url: str) -> dict:
         if answer.get("Messages"):
             return answer["Messages"][0]
     raise AssertionError(f"nothing arrived in {url}")
+
+
+def test_the_legacy_pointer_and_attribute_are_resolved_too(strict_server, strict_sqs,
+                                                           queue_name):
+    """Older Java clients wrote `com.amazon.sqs.javamessaging.MessageS3Pointer` and
+    `SQSLargePayloadSize`; the Extended Client still writes them with
+    use_legacy_attribute (LEGACY_MESSAGE_POINTER_CLASS, LEGACY_RESERVED_ATTRIBUTE_NAME)."""
+    blobs = BlobTarget("embedded", strict_server.url + EMBEDDED_STORE_PATH, EMBEDDED_BUCKET)
+    url = make_queue(strict_sqs, queue_name)
+    sender = extended_client(strict_server.url, blobs, delete_payloads=False)
+    sender.use_legacy_attribute = True
+    sender.send_message(QueueUrl=url, MessageBody=LARGE)
+    on_queue = _peek(strict_sqs, url)
+    assert json.loads(on_queue["Body"])[0] == "com.amazon.sqs.javamessaging.MessageS3Pointer"
+    assert "SQSLargePayloadSize" in on_queue["MessageAttributes"]
+
+    async def scenario() -> None:
+        async with recording_app() as app, running_worker(
+                url, app.url, **_payload_options(blobs)):
+            await wait_until(lambda: queue_total(strict_sqs, url) == 0, what="the delete")
+        [posted] = app.requests
+        assert posted.body == LARGE.encode()
+        assert "X-Aws-Sqsd-Attr-SQSLargePayloadSize" not in posted.headers
+
+    run(scenario())
