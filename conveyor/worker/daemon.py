@@ -408,8 +408,7 @@ class Worker:
 
     def _done(self, job: Job, outcome: Outcome) -> None:
         message = job.message
-        deleted = self._submit_delete(message)  # its blob goes once the message is gone
-        deleted.add_done_callback(lambda f: self._payloads.after_delete(message, f.result()))
+        self._delete_for_good(message)
         self._finish(job)
         self.metrics.succeeded(outcome.elapsed_s)
         if log.isEnabledFor(logging.DEBUG):
@@ -454,7 +453,7 @@ class Worker:
             if await self._to_dead_letter(job, f"RetentionPeriod, age {age_s:.0f}s"):
                 self.metrics.expired()
             return
-        self._submit_delete(message)
+        self._delete_for_good(message)
         self._finish(job)
         self.metrics.expired()
         log.info("message expired, deleted unposted: queue=%s message=%s age=%.0fs "
@@ -504,6 +503,12 @@ class Worker:
         """True when later messages of this one's FIFO group wait here behind it."""
         return (job.group is not None and self._groups.behind(job.group) > 0
                 and not self._stopping.is_set())
+
+    def _delete_for_good(self, message: Message) -> None:
+        """Delete a message no copy of which lives on (done, or expired): its stored body
+        goes too, once the delete succeeded. A dead-letter copy keeps its body."""
+        deleted = self._submit_delete(message)
+        deleted.add_done_callback(lambda f: self._payloads.after_delete(message, f.result()))
 
     def _submit_delete(self, message: Message) -> asyncio.Future[str | None]:
         assert self._delete is not None

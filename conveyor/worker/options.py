@@ -147,7 +147,8 @@ PAYLOAD_OPTIONS = (
            "the credentials reach)."),
     Option("DeletePayloads", "delete_payloads", bool, True,
            "Delete a message's stored body once the app answered 200 and the message is "
-           "deleted (the Extended Client's cleanupS3Payload default)."),
+           "deleted, or RetentionPeriod deleted it unposted (the Extended Client's "
+           "cleanupS3Payload default); a dead-lettered message keeps it."),
 )
 
 OPTIONS = EB_OPTIONS + CONVEYOR_OPTIONS + CRON_OPTIONS + PAYLOAD_OPTIONS

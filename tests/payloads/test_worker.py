@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 
 from aiohttp import web
 
@@ -227,5 +228,23 @@ def test_the_legacy_pointer_and_attribute_are_resolved_too(strict_server, strict
         [posted] = app.requests
         assert posted.body == LARGE.encode()
         assert "X-Aws-Sqsd-Attr-SQSLargePayloadSize" not in posted.headers
+
+    run(scenario())
+
+
+def test_an_expired_message_is_deleted_unposted_with_its_blob(strict_server, strict_sqs,
+                                                              queue_name):
+    """RetentionPeriod over (the worker's wall clock moved past it): deleted unposted, as
+    Elastic Beanstalk does, and - no copy of it living on - its blob with it."""
+    blobs = BlobTarget("embedded", strict_server.url + EMBEDDED_STORE_PATH, EMBEDDED_BUCKET)
+    url, key = _sent_by_extended_client(blobs, strict_server, strict_sqs, queue_name)
+
+    async def scenario() -> None:
+        async with recording_app() as app, running_worker(
+                url, app.url, clock=lambda: time.time() + 400_000, RetentionPeriod=345600,
+                **_payload_options(blobs)):
+            await wait_until(lambda: queue_total(strict_sqs, url) == 0, what="the delete")
+            await wait_until(lambda: not blobs.exists(key), what="the blob's delete")
+        assert app.requests == []
 
     run(scenario())
