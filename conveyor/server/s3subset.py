@@ -20,6 +20,7 @@ an XML `<Error><Code/><Message/>...<RequestId/></Error>` document, and no body f
 from __future__ import annotations
 
 import asyncio
+import base64
 import hashlib
 import json
 import logging
@@ -27,6 +28,7 @@ import os
 import re
 import tempfile
 import uuid
+import zlib
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import format_datetime
@@ -139,16 +141,14 @@ class S3Subset:
     # --- objects ----------------------------------------------------------------------------
 
     def _put(self, req: Request, bucket: str, key: str) -> Response:
-        if "aws-chunked" in req.headers.get("content-encoding", ""):
-            raise S3Error("NotImplemented", 501, "aws-chunked uploads are not implemented by "
-                          "the embedded store (sign the payload, or use HTTP).", key)
+        body = _object_bytes(req, key)
         directory = self._bucket_dir(bucket)
-        etag = hashlib.md5(req.body, usedforsecurity=False).hexdigest()
+        etag = hashlib.md5(body, usedforsecurity=False).hexdigest()
         meta = {"key": key, "etag": etag,
                 "content_type": req.headers.get("content-type") or "binary/octet-stream",
                 "modified": datetime.now(UTC).timestamp()}
         name = _object_name(key)
-        _write_atomically(directory / name, req.body)
+        _write_atomically(directory / name, body)
         _write_atomically(directory / (name + ".json"), json.dumps(meta).encode())
         return Response(200, b"", _XML, [(b"etag", f'"{etag}"'.encode())])
 
@@ -205,6 +205,54 @@ def _split(path: str) -> tuple[str, str]:
     rest = path[len(PREFIX):].lstrip("/")
     bucket, _, key = rest.partition("/")
     return unquote(bucket), unquote(key, errors="surrogateescape")
+
+
+def _object_bytes(req: Request, key: str) -> bytes:
+    """The object a PUT carries: its body, or an aws-chunked body decoded (botocore sends
+    PutObject over TLS so: `STREAMING-UNSIGNED-PAYLOAD-TRAILER`, each chunk `<hex
+    size>\r\n<bytes>\r\n`, then `0\r\n`, the trailer `x-amz-checksum-*:<b64>\r\n`
+    and `\r\n`; Amazon S3 User Guide, "Checking object integrity"). Chunk signatures
+    (STREAMING-AWS4-HMAC-SHA256-PAYLOAD) are not taken."""
+    if "aws-chunked" not in req.headers.get("content-encoding", ""):
+        return req.body
+    if req.headers.get("x-amz-content-sha256") != sigv4.STREAMING_UNSIGNED_TRAILER:
+        raise S3Error("NotImplemented", 501, "Only unsigned aws-chunked uploads (STREAMING-"
+                      "UNSIGNED-PAYLOAD-TRAILER) are implemented by the embedded store.", key)
+    chunks, trailer = _unchunk(req.body, key)
+    data = b"".join(chunks)
+    declared = req.headers.get("x-amz-decoded-content-length")
+    if declared is not None and declared != str(len(data)):
+        raise S3Error("IncompleteBody", 400, "You did not provide the number of bytes "
+                      "specified by the Content-Length HTTP header.", key)
+    crc = trailer.get("x-amz-checksum-crc32")
+    if crc is not None and crc != base64.b64encode(
+            zlib.crc32(data).to_bytes(4, "big")).decode():
+        raise S3Error("BadDigest", 400, "The CRC32 you specified did not match the "
+                      "calculated checksum.", key)
+    return data
+
+
+def _unchunk(body: bytes, key: str) -> tuple[list[bytes], dict[str, str]]:
+    chunks: list[bytes] = []
+    at = 0
+    while True:
+        line_end = body.find(b"\r\n", at)
+        try:
+            size = int(body[at:line_end].split(b";", 1)[0], 16) if line_end > at else -1
+        except ValueError:
+            size = -1
+        if size < 0 or line_end + 2 + size > len(body):
+            raise S3Error("IncompleteBody", 400, "The aws-chunked body is malformed.", key)
+        if size == 0:
+            break
+        chunks.append(body[line_end + 2:line_end + 2 + size])
+        at = line_end + 2 + size + 2  # the chunk's own CRLF
+    trailer = {}
+    for line in body[line_end + 2:].split(b"\r\n"):
+        name, sep, value = line.decode("latin-1").partition(":")
+        if sep:
+            trailer[name.strip().lower()] = value.strip()
+    return chunks, trailer
 
 
 def _object_name(key: str) -> str:

@@ -16,8 +16,9 @@ What is refused, and why (AWS's wording where AWS has one; see the IAM user guid
   selects the action);
 - a scope that is not `<request date>/<region>/sqs/aws4_request`;
 - for the embedded S3 store (service `s3`), the same rules, except that S3 lets a body go
-  unsigned (`UNSIGNED-PAYLOAD`, botocore's default over TLS, and what every presigned S3
-  URL signs) and signs the path as sent,
+  unsigned (`UNSIGNED-PAYLOAD`, what every presigned S3 URL signs, and
+  `STREAMING-UNSIGNED-PAYLOAD-TRAILER`, botocore's PutObject over TLS) and signs the path
+  as sent,
   not encoded a second time (botocore's S3SigV4Auth._normalize_url_path);
 - a request time more than 15 minutes from the server's, and a presigned URL past its
   `X-Amz-Expires`;
@@ -49,6 +50,9 @@ ALGORITHM = "AWS4-HMAC-SHA256"
 SERVICE = "sqs"
 S3_SERVICE = "s3"
 UNSIGNED_PAYLOAD = "UNSIGNED-PAYLOAD"
+# S3's aws-chunked body with a checksum trailer and no chunk signatures: what botocore sends
+# for PutObject over TLS. The signature covers this literal in place of the body's hash.
+STREAMING_UNSIGNED_TRAILER = "STREAMING-UNSIGNED-PAYLOAD-TRAILER"
 TERMINATOR = "aws4_request"
 MAX_SKEW = timedelta(minutes=15)  # SQS refuses requests signed more than 15 minutes away
 MAX_EXPIRES_S = 7 * 24 * 3600  # the longest X-Amz-Expires AWS accepts (7 days)
@@ -180,8 +184,9 @@ def verify(claim: Claim | None, secrets: Mapping[str, Secret], method: str, path
     _check_time(claim, signed_at, now)
     payload_hash = hashlib.sha256(body).hexdigest()
     declared = headers.get("x-amz-content-sha256")
-    if service == S3_SERVICE and (declared == UNSIGNED_PAYLOAD or
-                                  (claim.presigned and declared is None)):
+    if service == S3_SERVICE and declared in (UNSIGNED_PAYLOAD, STREAMING_UNSIGNED_TRAILER):
+        payload_hash = declared
+    elif service == S3_SERVICE and claim.presigned and declared is None:
         payload_hash = UNSIGNED_PAYLOAD  # S3 presigned URLs always sign this constant
     elif declared is not None and declared != payload_hash:
         # Also UNSIGNED-PAYLOAD: SQS signs every body (S3 alone may leave it unsigned).

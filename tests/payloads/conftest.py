@@ -15,6 +15,7 @@ import pytest
 from botocore.config import Config
 
 from conveyor.payloads.pointer import EMBEDDED_BUCKET, EMBEDDED_STORE_PATH
+from tests.server.test_http_limits import certificate  # noqa: F401 - the TLS test's fixture
 from tests.support import MOTO, running_moto, sqs_client
 
 MOTO_BUCKET = "claim-checks"

@@ -21,7 +21,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from xml.etree import ElementTree
 
+import boto3
 import pytest
+from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from conveyor.payloads.pointer import EMBEDDED_BUCKET, EMBEDDED_STORE_PATH
@@ -181,3 +183,28 @@ def test_the_sqs_api_keeps_its_own_size_limit(strict_server, strict_sqs, queue_n
     with pytest.raises(ClientError) as caught:
         strict_sqs.send_message(QueueUrl=url, MessageBody="x" * (2 * 1024 * 1024))
     assert caught.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400
+
+
+def test_put_over_tls_in_aws_chunked_form_is_decoded(tmp_path, certificate):
+    """Over HTTPS botocore sends PutObject as an aws-chunked body with a CRC32 trailer and
+    `x-amz-content-sha256: STREAMING-UNSIGNED-PAYLOAD-TRAILER` (botocore/httpchecksum.py:
+    a streaming input over https gets a trailer checksum); the store must keep the object,
+    not its framing, and check the trailer."""
+    cert, key = certificate
+    server = ServerProcess(tmp_path, "--tls-cert", str(cert), "--tls-key", str(key),
+                           "--access-key", "AKTLS:tls-secret").start()
+    try:
+        s3 = boto3.client("s3", endpoint_url=server.url + EMBEDDED_STORE_PATH,
+                          region_name="us-east-1", aws_access_key_id="AKTLS",
+                          aws_secret_access_key="tls-secret", verify=str(cert),
+                          config=Config(s3={"addressing_style": "path"},
+                                        retries={"max_attempts": 1}))
+        sent: list[dict] = []
+        s3.meta.events.register("before-send", lambda request, **_: sent.append(
+            dict(request.headers)))
+        body = os.urandom(200_000)
+        s3.put_object(Bucket=EMBEDDED_BUCKET, Key="over-tls", Body=body)
+        assert b"aws-chunked" in sent[0]["Content-Encoding"]  # the form under test
+        assert s3.get_object(Bucket=EMBEDDED_BUCKET, Key="over-tls")["Body"].read() == body
+    finally:
+        server.stop()
