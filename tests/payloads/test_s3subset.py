@@ -208,3 +208,21 @@ def test_put_over_tls_in_aws_chunked_form_is_decoded(tmp_path, certificate):
         assert s3.get_object(Bucket=EMBEDDED_BUCKET, Key="over-tls")["Body"].read() == body
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize(("body", "code"), [
+    (b"zz\r\nhello\r\n0\r\n\r\n", "IncompleteBody"),  # a size that is not hex
+    (b"ffff\r\nhello\r\n0\r\n\r\n", "IncompleteBody"),  # a chunk longer than the body
+    (b"5\r\nhello\r\n0\r\nx-amz-checksum-crc32:AAAAAA==\r\n\r\n", "BadDigest"),
+])
+def test_malformed_aws_chunked_bodies_are_refused(strict_server, body, code):
+    """S3's IncompleteBody / BadDigest (400) rather than storing the framing."""
+    connection = http.client.HTTPConnection("127.0.0.1", strict_server.port, timeout=10)
+    connection.request("PUT", f"{EMBEDDED_STORE_PATH}/{EMBEDDED_BUCKET}/chunked", body=body,
+                       headers={"Content-Encoding": "aws-chunked",
+                                "X-Amz-Content-SHA256": "STREAMING-UNSIGNED-PAYLOAD-TRAILER"})
+    response = connection.getresponse()
+    answer = response.read()
+    connection.close()
+    assert response.status == 400
+    assert ElementTree.fromstring(answer).findtext("Code") == code
