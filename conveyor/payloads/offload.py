@@ -7,6 +7,7 @@ For apps:
     from conveyor.payloads import BlobSettings, BlobStore, Offloader
     offloader = Offloader(BlobStore(BlobSettings(endpoint_url=..., bucket="payloads")))
     offloader.send_message(boto3.client("sqs", ...), QueueUrl=url, MessageBody=big)
+    offloader.send_message_batch(sqs, QueueUrl=url, Entries=[{"Id": "1", ...}, ...])
 """
 
 from __future__ import annotations
@@ -88,6 +89,21 @@ class Offloader:
         if attributes:
             kwargs["MessageAttributes"] = attributes
         return sqs.send_message(**kwargs)
+
+
+    def send_message_batch(self, sqs: Any, **kwargs: Any) -> dict[str, Any]:
+        """boto3's `sqs.send_message_batch(**kwargs)`, each entry offloaded when large
+        (as the Extended Client's send_message_batch does)."""
+        threshold = self.threshold_bytes
+        if threshold is None:
+            threshold = queue_threshold(sqs, kwargs["QueueUrl"])
+        entries = []
+        for entry in kwargs["Entries"]:
+            body, attributes = self.prepare(entry["MessageBody"],
+                                            entry.get("MessageAttributes"), threshold)
+            entries.append({**entry, "MessageBody": body,
+                            **({"MessageAttributes": attributes} if attributes else {})})
+        return sqs.send_message_batch(**{**kwargs, "Entries": entries})
 
 
 def default_store(sqs_endpoint_url: str) -> tuple[str, str]:

@@ -90,15 +90,18 @@ def test_the_python_helper_is_read_back_by_the_extended_client(blobs, strict_ser
                             config=Config(retries={"max_attempts": 1}))
     offloader.send_message(producer, QueueUrl=url, MessageBody=LARGE)
     offloader.send_message(producer, QueueUrl=url, MessageBody="small")
+    batch = offloader.send_message_batch(producer, QueueUrl=url, Entries=[
+        {"Id": "big", "MessageBody": LARGE + " "}, {"Id": "small", "MessageBody": "small 2"}])
+    assert sorted(entry["Id"] for entry in batch["Successful"]) == ["big", "small"]
     reader = extended_client(strict_server.url, blobs, delete_payloads=False)
     bodies = set()
     for _ in range(10):
         answer = reader.receive_message(QueueUrl=url, MaxNumberOfMessages=10,
                                         MessageAttributeNames=["All"], WaitTimeSeconds=1)
         bodies |= {m["Body"] for m in answer.get("Messages", [])}
-        if len(bodies) == 2:
+        if len(bodies) == 4:
             break
-    assert bodies == {LARGE, "small"}
+    assert bodies == {LARGE, "small", LARGE + " ", "small 2"}
 
 
 def test_a_reserved_attribute_is_refused_like_the_extended_client_does(blobs):
