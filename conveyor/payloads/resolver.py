@@ -73,6 +73,16 @@ class PayloadResolver:
         return dataclasses.replace(message, body=body,
                                    message_attributes=without_reserved(message.message_attributes))
 
+    async def resolve_each(self, messages: list[Message]) -> list[Message | PayloadUnavailable]:
+        """`resolve` for several messages at once, each one's failure in its place."""
+        async def one(message: Message) -> Message | PayloadUnavailable:
+            try:
+                return await self.resolve(message)
+            except PayloadUnavailable as exc:
+                return exc
+
+        return list(await asyncio.gather(*(one(message) for message in messages)))
+
     async def _discard(self, message: Message) -> None:
         """After the app's 200 and the message's deletion: delete its blob, when configured
         (the Extended Client's cleanupS3Payload, on by default). A failure is logged: the

@@ -7,6 +7,9 @@
 
 At most HttpConnections + one batch of messages are held at once (`Slots`), so a free
 connection always finds the next message waiting instead of holding a batch hostage.
+With BatchSize, each dispatcher POSTs up to BatchSize of them at once as AWS Lambda's SQS
+event and settles each by the app's partial batch response (batch_delivery.py); then
+HttpConnections × BatchSize + one batch are held.
 
 On a FIFO queue, one message per MessageGroupId is at the app at a time, in receive order
 (`GroupQueues`); the group's later messages wait here, kept invisible, until it is done.
@@ -40,6 +43,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from conveyor import __version__
 from conveyor.client import (
     Message,
     SQSClient,
@@ -48,6 +52,7 @@ from conveyor.client import (
     endpoint_from_queue_url,
     queue_name_from_url,
 )
+from conveyor.cron.jobs import ScheduledJob
 from conveyor.cron.service import CronService, LedgerBusy
 from conveyor.payloads.resolver import PayloadResolver, PayloadUnavailable
 from conveyor.worker.backoff import (
@@ -56,6 +61,7 @@ from conveyor.worker.backoff import (
     IdleBackoff,
     failure_visibility,
 )
+from conveyor.worker.batch_delivery import BatchPoster, QueueIdentity
 from conveyor.worker.batcher import Batcher
 from conveyor.worker.breaker import (
     GRACE_S,
@@ -86,6 +92,9 @@ _ERROR_LOG_EVERY_S = 30.0
 _HELD_PER_SLOT = 10
 # A dead-letter queue that refused a message's copy is tried again this much later.
 _DEAD_LETTER_RETRY_S = 10
+# With BatchSize, HttpConnections × BatchSize messages may be held: more receives at once
+# than this add connections to the queue server, not throughput.
+_MAX_POLLERS = 64
 
 
 @dataclass(slots=True)
@@ -120,9 +129,10 @@ class Worker:
         self.state = "starting"
         self._clock = clock  # wall clock, only for RetentionPeriod; injectable for tests
         self._rng = rng or random.Random()
-        self._batch = min(SQS_MAX_RECEIVE, config.http_connections)
-        self._slots = Slots(config.http_connections + self._batch)
-        self._pollers = math.ceil(self._slots.capacity / self._batch)
+        at_app = config.http_connections * max(1, config.batch_size)  # messages at the app
+        self._batch = min(SQS_MAX_RECEIVE, at_app)
+        self._slots = Slots(at_app + self._batch)
+        self._pollers = min(math.ceil(self._slots.capacity / self._batch), _MAX_POLLERS)
         self._idle = IdleControl(self._pollers, IdleBackoff(
             config.idle_backoff_min, config.idle_backoff_max, self._rng))
         self._poll_errors = ErrorBackoff(self._rng)
@@ -145,6 +155,7 @@ class Worker:
             config.payload_endpoint_url, config.payload_region or config.region,
             config.payload_access_key, config.payload_bucket,
             delete_after=config.delete_payloads)
+        self._batches: BatchPoster | None = None  # BatchSize: several messages per POST
         self._breaker: Breaker[Job] = Breaker(self._rng)
         self._prober: asyncio.Task[None] | None = None
         self._grace: asyncio.TimerHandle | None = None
@@ -217,9 +228,12 @@ class Worker:
         self._delete.start()
         self._change.start()
         await self._deliverer.open()
+        if self.config.batch_size:
+            self._batches = BatchPoster(self._deliverer, self.queue_name,
+                                        QueueIdentity.from_url(url, sqs.region), fifo=self._fifo)
         await self.cron.start(sqs, url)
-        self.presence = Presence(sqs, self.queue_name,
-                                  lambda: {**self.health()[1], "app": self.config.post_url})
+        self.presence = Presence(sqs, self.queue_name, self._announced_status,
+                                 on_drain=self.stop)
         self.receiver = Receiver(sqs, url, wait_s=self.config.poll_wait_time,
                                  extended_wait_s=self.config.extended_poll_wait_time,
                                  visibility_timeout_s=self.config.visibility_timeout,
@@ -352,6 +366,9 @@ class Worker:
     # -- dispatching ----------------------------------------------------------
 
     async def _dispatch_loop(self) -> None:
+        if self._batches is not None:
+            await self._batch_loop()
+            return
         while True:
             job = await self._buffer.get()
             if job is None:
@@ -363,28 +380,130 @@ class Worker:
                 self._slots.give(1)
 
     async def _handle(self, job: Job) -> None:
+        if await self._admit(job):
+            self.metrics.waited(time.monotonic() - job.accepted_s)
+            await self._settle(job, await self._post(job))
+
+    async def _admit(self, job: Job) -> bool:
+        """True when the message is to be POSTed now; else it has been dealt with (dead-
+        lettered, expired, a duplicate scheduled run, held while the app is unavailable)."""
         message = job.message
         if job.exhausted:  # its copy to the dead-letter queue failed before: try again
             await self._to_dead_letter(job, "MaxRetries")
-            return
+            return False
         age_s = self._age_s(message)
         if age_s is not None and age_s > self.config.retention_period:
             await self._expire(job, age_s)
-            return
+            return False
         if not await self._admit_scheduled(job):
-            return
+            return False
         if self._breaker.is_open:  # the app is unavailable: hold it, do not try it
             self._park(job)
-            return
-        self.metrics.waited(time.monotonic() - job.accepted_s)
-        await self._settle(job, await self._post(job))
+            return False
+        return True
+
+    # -- batch delivery (BatchSize, batch_delivery.py) ------------------------------------
+
+    async def _batch_loop(self) -> None:
+        """A dispatcher that POSTs what the buffer holds, up to BatchSize messages at a time
+        (and on a FIFO queue the messages waiting behind each group's first, in order)."""
+        size = self.config.batch_size
+        while True:
+            job: Job | None = await self._buffer.get()
+            batch: list[Job] = []
+            taken = 0
+            try:
+                while job is not None:
+                    taken += 1
+                    if not job.released and await self._admit(job):
+                        if ScheduledJob.from_message(job.message) is not None:
+                            await self._settle(job, await self._post(job))  # to its own url
+                        else:
+                            batch.append(job)
+                            batch += self._followers(job, size - len(batch))
+                    if len(batch) >= size or self._buffer.empty():
+                        break
+                    job = self._buffer.get_nowait()
+                if batch:
+                    await self._post_batch(batch)
+            finally:
+                self._slots.give(taken)
+            if job is None:
+                return
+
+    def _followers(self, job: Job, room: int) -> list[Job]:
+        """FIFO: the messages of the job's group waiting behind it, to go in its batch."""
+        if job.group is None or room <= 0:
+            return []
+        followers: list[Job] = []
+        for other in self._groups.members(job.group)[1:room + 1]:
+            age_s = self._age_s(other.message)
+            if (other.released or ScheduledJob.from_message(other.message) is not None
+                    or (age_s is not None and age_s > self.config.retention_period)):
+                break  # dealt with one by one when it is the group's first
+            followers.append(other)
+        return followers
+
+    async def _post_batch(self, batch: list[Job]) -> None:
+        """POST a batch and settle each message: deleted, retried, or (FIFO) left waiting
+        behind a failure in its group."""
+        assert self._batches is not None
+        started = time.monotonic()
+        for job in batch:
+            job.started_s = started
+            self.metrics.waited(started - job.accepted_s)
+        self.metrics.in_flight(1)
+        try:
+            outcomes = await self._post_resolved(batch)
+        except asyncio.CancelledError:
+            for job in batch:
+                self._release(job)
+            raise
+        finally:
+            self.metrics.in_flight(-1)
+        self.metrics.batch_posted(outcomes)
+        for job, outcome in zip(batch, outcomes, strict=True):
+            if outcome is None:  # unprocessed: waits behind its group's failure, uncounted
+                job.started_s = None
+                log.info("not processed, waits behind a failure in its group: queue=%s "
+                         "message=%s group=%s", self.queue_name, job.message.message_id,
+                         job.group, extra=self._fields(job.message, outcome="unprocessed"))
+        for job, outcome in zip(batch, outcomes, strict=True):
+            if outcome is not None:
+                await self._settle(job, outcome)
+
+    async def _post_resolved(self, batch: list[Job]) -> list[Outcome | None]:
+        """Fetch the batch's offloaded bodies, then POST the messages that have theirs; one
+        whose body is unavailable fails alone (FIFO: its group's later ones wait, None)."""
+        assert self._batches is not None
+        resolved = await self._payloads.resolve_each([job.message for job in batch])
+        outcomes: list[Outcome | None] = [None] * len(batch)
+        stopped: set[str] = set()
+        ready: dict[int, Message] = {}  # position in the batch -> message with its body
+        for i, (job, found) in enumerate(zip(batch, resolved, strict=True)):
+            if job.group is not None and job.group in stopped:
+                continue
+            if isinstance(found, PayloadUnavailable):
+                outcomes[i] = Outcome(False, "payload-unavailable", 0.0, detail=str(found))
+                if job.group is not None:
+                    stopped.add(job.group)
+            else:
+                ready[i] = found
+        if ready:
+            posted = await self._batches.post(list(ready.values()))
+            for i, outcome in zip(ready, posted, strict=True):
+                outcomes[i] = outcome
+        return outcomes
 
     async def _post(self, job: Job) -> Outcome:
         """POST the message to the app (job.started_s says since when)."""
         job.started_s = started_s = time.monotonic()
         self.metrics.in_flight(1)
         try:  # an offloaded body is fetched first: the app gets it, never the pointer
-            return await self._deliverer.deliver(await self._payloads.resolve(job.message))
+            message = await self._payloads.resolve(job.message)
+            if self._batches is None or ScheduledJob.from_message(message) is not None:
+                return await self._deliverer.deliver(message)
+            return await self._batches.post_one(message)  # a probe: a batch of one
         except PayloadUnavailable as exc:
             return Outcome(False, "payload-unavailable", time.monotonic() - started_s,
                            detail=str(exc))
@@ -475,7 +594,8 @@ class Worker:
         if following is None:
             return
         if self._stopping.is_set():
-            self._release(following)  # and so, one by one, the rest of its group
+            if following.started_s is None:  # else at the app, in the same batch
+                self._release(following)  # and so, one by one, the rest of its group
         else:
             self._dispatch(following)
 
@@ -493,7 +613,8 @@ class Worker:
     def _dispatch(self, job: Job) -> None:
         """Hand a held message to the dispatchers now, ahead of the next receive."""
         job.retry = None
-        if job.released or job.message.receipt_handle not in self._jobs:
+        if (job.released or job.message.receipt_handle not in self._jobs
+                or job.started_s is not None):  # at the app (in its group's batch)
             return
         self._stop_waiting(job)
         self._slots.overdraw(1)
@@ -851,6 +972,11 @@ class Worker:
         future.add_done_callback(done)
 
     # -- health ---------------------------------------------------------------
+
+    def _announced_status(self) -> dict[str, Any]:
+        """What the server's console lists for this worker (presence.py)."""
+        return {**self.health()[1], "app": self.config.post_url, "version": __version__,
+                "failed": self.metrics.failures}
 
     def health(self) -> tuple[bool, dict[str, Any]]:
         """(healthy, report) for /health."""

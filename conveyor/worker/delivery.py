@@ -83,6 +83,11 @@ class Deliverer:
         self._client = AppClient(config.app_url, config.connect_timeout)
         self._timeout_s = config.inactivity_timeout
 
+    @property
+    def path(self) -> str:
+        """Where messages are POSTed: AppURL's path + HttpPath."""
+        return self._path
+
     async def open(self) -> None:
         """Nothing to open: connections are made on first use."""
 
@@ -101,27 +106,38 @@ class Deliverer:
         else:
             path, body = self._base_path + job.path, b""
             headers.update(job.headers(message))
+        outcome, _answer = await self.post(path, headers, body)
+        return outcome
+
+    async def post(self, path: str, headers: dict[str, str], body: bytes, *,
+                   keep_body_bytes: int = 0) -> tuple[Outcome, Response | None]:
+        """POST `body` (signed when SigningSecret is set) and classify the answer; the answer
+        too when there was one, its body kept up to `keep_body_bytes`."""
         if self._config.signing_secret:
             headers[SIGNATURE_HEADER] = sign(self._config.signing_secret, body)
         started = time.monotonic()
         try:
-            response = await self._client.post(path, headers, body, self._timeout_s)
+            response = await self._client.post(path, headers, body, self._timeout_s,
+                                               keep_body_bytes=keep_body_bytes)
         except ConnectFailed as exc:
-            return Outcome(False, "connect-failed", time.monotonic() - started, detail=str(exc))
+            return Outcome(False, "connect-failed", time.monotonic() - started,
+                           detail=str(exc)), None
         except ConnectTimeout as exc:
-            return Outcome(False, "connect-timeout", time.monotonic() - started, detail=str(exc))
+            return Outcome(False, "connect-timeout", time.monotonic() - started,
+                           detail=str(exc)), None
         except ResponseTimeout as exc:
             return Outcome(False, "inactivity-timeout", time.monotonic() - started,
-                           detail=str(exc))
+                           detail=str(exc)), None
         except ConnectionBroken as exc:
             # Not a byte of answer: the app (or its proxy) dropped the request, which is
             # how one that restarts or crashes behaves; a cut-off answer is the app's.
             status = "connection-error" if exc.answered else "no-answer"
-            return Outcome(False, status, time.monotonic() - started, detail=str(exc))
+            return Outcome(False, status, time.monotonic() - started, detail=str(exc)), None
         except OSError as exc:
             detail = str(exc) or type(exc).__name__
-            return Outcome(False, "connection-error", time.monotonic() - started, detail=detail)
-        return self._outcome(response, time.monotonic() - started)
+            return Outcome(False, "connection-error", time.monotonic() - started,
+                           detail=detail), None
+        return self._outcome(response, time.monotonic() - started), response
 
     async def healthy(self, path: str) -> bool:
         """GET `path` (HealthCheckPath): True for a 2xx answer within HEALTH_TIMEOUT_S."""

@@ -97,6 +97,10 @@ CONVEYOR_OPTIONS = (
     Option("IdleBackoffMax", "idle_backoff_max", float, 5.0,
            "Longest pause (seconds) between such empty polls; the pause is randomized.",
            0, 3600),
+    Option("BatchSize", "batch_size", int, 0,
+           "POST up to this many messages in one request, as AWS Lambda's SQS event, and read "
+           "the answer as Lambda's partial batch response (batchItemFailures); HttpConnections "
+           "then counts batches. 0 = one message per POST, as Elastic Beanstalk.", 0, 100),
     Option("HealthCheckPath", "health_check_path", str, "",
            "Path on the app to GET while it looks unavailable; a 2xx answer means it is back "
            "('' = none: a held message is POSTed instead)."),

@@ -120,7 +120,7 @@ class Receiver:
         self._cut_after_s = None
         self.extension.worked()
         if announcement is not None and self._presence is not None:
-            self._presence.carried(announcement, started)
+            self._presence.carried(announcement, started, answer)
         return Received([Message.from_wire(raw) for raw in answer.get("Messages") or []],
                         wait_s)
 

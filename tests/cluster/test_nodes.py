@@ -94,3 +94,36 @@ def test_nodes_with_skewed_clocks_agree_on_delays_and_visibility(tmp_path: Path)
     finally:
         a.stop()
         b.stop()
+
+
+def test_every_node_draws_the_same_charts(pair: tuple[ServerProcess, ServerProcess]) -> None:
+    """Sent on one node, received and deleted on the other: each node's console charts
+    count both nodes' work (the counts meet in the store), so the two pages agree."""
+    import re
+
+    from tests.server.helpers import Browser
+
+    a, b = pair
+    url = sqs_client(a.url).create_queue(QueueName="charted")["QueueUrl"]
+    for i in range(6):
+        sqs_client(a.url).send_message(QueueUrl=url, MessageBody=f"m{i}")
+    got = sqs_client(b.url).receive_message(QueueUrl=url, MaxNumberOfMessages=4)["Messages"]
+    for m in got:
+        sqs_client(b.url).delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
+    wanted = {"sent", "received", "deleted"}
+
+    def charts(node: ServerProcess) -> dict[str, str]:
+        page = Browser(node.url).get("/console/queues/us-east-1/charted").text
+        return dict(re.findall(r"<title>(sent|received|deleted) per second, the last hour: "
+                               r"([^<]*)</title>", page))
+
+    deadline = time.monotonic() + 30  # each node saves its counts every few seconds
+    seen = charts(a), charts(b)
+    while not (seen[0] == seen[1] and set(seen[0]) == wanted
+               and all("highest 0 /s" not in t for t in seen[0].values())):
+        assert time.monotonic() < deadline, seen
+        time.sleep(0.5)
+        seen = charts(a), charts(b)
+    overview = [re.search(r"<title>received per second[^<]*</title>",
+                          Browser(n.url).get("/console").text) for n in (a, b)]
+    assert overview[0] and overview[1] and overview[0].group() == overview[1].group()

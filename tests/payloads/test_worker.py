@@ -248,3 +248,32 @@ def test_an_expired_message_is_deleted_unposted_with_its_blob(strict_server, str
         assert app.requests == []
 
     run(scenario())
+
+
+def test_batches_carry_whole_bodies_and_a_missing_blob_fails_alone(
+        strict_server, strict_sqs, queue_name):
+    """With BatchSize, each record's `body` is the stored body (Lambda's SQS event shape,
+    as batch_delivery.py builds it), its messageAttributes without the reserved one; a
+    message whose blob is missing is left out of the POST and retried, the others done."""
+    blobs = BlobTarget("embedded", strict_server.url + EMBEDDED_STORE_PATH, EMBEDDED_BUCKET)
+    url, key = _sent_by_extended_client(blobs, strict_server, strict_sqs, queue_name)
+    strict_sqs.send_message(QueueUrl=url, MessageBody="inline")
+    missing = Pointer(blobs.bucket, "never-stored")
+    strict_sqs.send_message(QueueUrl=url, MessageBody=missing.body(),
+                            MessageAttributes=missing.attributes(10))
+
+    async def empty_answer(_request: Recorded) -> web.StreamResponse:
+        return web.Response(status=200, text="")  # Lambda's "all succeeded"
+
+    async def scenario() -> list[dict]:
+        async with recording_app(empty_answer) as app, running_worker(
+                url, app.url, BatchSize=10, **_payload_options(blobs)):
+            await wait_until(lambda: not blobs.exists(key), what="the blob's delete")
+            await wait_until(lambda: queue_total(strict_sqs, url) == 1, what="two deletes")
+        return [record for request in app.requests
+                for record in json.loads(request.body)["Records"]]
+
+    records = run(scenario())
+    bodies = sorted(record["body"] for record in records)
+    assert bodies == sorted([LARGE, "inline"])
+    assert all(SIZE_ATTRIBUTE not in record["messageAttributes"] for record in records)
