@@ -151,7 +151,7 @@ def process(cmd: list[str], log: Path,
 
 def metric_sum(status_url: str, prefix: str) -> float:
     """Sum the samples named `prefix`; API calls count SQS calls only, not the worker's
-    announcements to a Conveyor server's console (conveyor/worker/presence.py)."""
+    announcements to a Conveyor server's console (conveyor/runtime/presence.py)."""
     with urllib.request.urlopen(status_url + "/metrics", timeout=5) as resp:
         text = resp.read().decode()
     return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()

@@ -10,13 +10,13 @@ from collections.abc import Callable
 from typing import Any
 
 from conveyor.client import SQSClient, SQSError, SQSTransportError, queue_name_from_url
+from conveyor.runtime.presence import Presence
 from conveyor.scale.actuator import Actuator, ScaleResult
 from conveyor.scale.metrics import ScaleMetrics
 from conveyor.scale.observe import queue_counts
 from conveyor.scale.policy import Decision, Observation, Policy
 from conveyor.scale.protection import WorkerView, average_processing_s, fleet_counts
 from conveyor.scale.timeline import Timeline, decision_json
-from conveyor.worker.presence import Presence
 
 log = logging.getLogger(__name__)
 

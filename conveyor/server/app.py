@@ -24,13 +24,21 @@ from conveyor.server.access import AccessKey
 from conveyor.server.http import Request, Response
 from conveyor.server.metrics import CONTENT_TYPE_LATEST, ServerMetrics
 from conveyor.server.waiters import Waiters
-from conveyor.service import ReceivePlan, RequestContext, Service, leases, polls, workers
+from conveyor.service import (
+    ReceivePlan,
+    RequestContext,
+    Service,
+    StoreError,
+    StoreUnavailable,
+    leases,
+    polls,
+    workers,
+)
 from conveyor.service.base import queue_name_from
 from conveyor.service.messages import apply_trace_header
 from conveyor.service.validate import plain_name
 from conveyor.sqs import jsonproto, queryproto
 from conveyor.sqs.errors import InternalError, RequestTooLarge, ServiceUnavailable, SqsError
-from conveyor.store.base import StoreError, StoreUnavailable
 
 log = logging.getLogger("conveyor.server")
 

@@ -39,9 +39,11 @@ import math
 import os
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from prometheus_client import CollectorRegistry
 
 from conveyor import __version__
 from conveyor.client import (
@@ -52,9 +54,10 @@ from conveyor.client import (
     endpoint_from_queue_url,
     queue_name_from_url,
 )
-from conveyor.cron.jobs import ScheduledJob
-from conveyor.cron.service import CronService, LedgerBusy
 from conveyor.payloads.resolver import PayloadResolver, PayloadUnavailable
+from conveyor.runtime.hooks import TryLater, WorkerHook
+from conveyor.runtime.presence import Presence
+from conveyor.runtime.status import StatusServer
 from conveyor.worker.backoff import (
     MAX_VISIBILITY_S,
     ErrorBackoff,
@@ -75,10 +78,8 @@ from conveyor.worker.delivery import Deliverer, Outcome
 from conveyor.worker.flow import IdleControl, Slots
 from conveyor.worker.groups import GroupQueues
 from conveyor.worker.metrics import WorkerMetrics
-from conveyor.worker.presence import Presence
 from conveyor.worker.queues import WorkerQueues, prepare_worker_queue, send_to_dead_letter
 from conveyor.worker.receiver import Receiver
-from conveyor.worker.status import StatusServer
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +96,9 @@ _DEAD_LETTER_RETRY_S = 10
 # With BatchSize, HttpConnections × BatchSize messages may be held: more receives at once
 # than this add connections to the queue server, not throughput.
 _MAX_POLLERS = 64
+
+# Makes one hook for one worker: its config, its queue's name, its metrics registry.
+HookFactory = Callable[[WorkerConfig, str, CollectorRegistry], WorkerHook]
 
 
 @dataclass(slots=True)
@@ -120,7 +124,7 @@ class Worker:
     """One worker daemon for one queue. `await run()` until `stop()` (or a signal) drains it."""
 
     def __init__(self, config: WorkerConfig, *, clock: Callable[[], float] = time.time,
-                 rng: random.Random | None = None) -> None:
+                 rng: random.Random | None = None, hooks: Sequence[HookFactory] = ()) -> None:
         self.config = config
         self.queue_url = config.worker_queue_url
         self.queue_name = queue_name_from_url(config.worker_queue_url)
@@ -159,7 +163,7 @@ class Worker:
         self._breaker: Breaker[Job] = Breaker(self._rng)
         self._prober: asyncio.Task[None] | None = None
         self._grace: asyncio.TimerHandle | None = None
-        self.cron = CronService.from_config(config, self.queue_name, self.metrics.registry)
+        self.hooks = [make(config, self.queue_name, self.metrics.registry) for make in hooks]
 
     # -- life cycle -----------------------------------------------------------
 
@@ -231,7 +235,8 @@ class Worker:
         if self.config.batch_size:
             self._batches = BatchPoster(self._deliverer, self.queue_name,
                                         QueueIdentity.from_url(url, sqs.region), fifo=self._fifo)
-        await self.cron.start(sqs, url)
+        for hook in self.hooks:
+            await hook.start(sqs, url)
         self.presence = Presence(sqs, self.queue_name, self._announced_status,
                                  on_drain=self.stop)
         self.receiver = Receiver(sqs, url, wait_s=self.config.poll_wait_time,
@@ -258,7 +263,8 @@ class Worker:
         """Stop receiving, release what has not started, let open requests finish up to
         DrainTimeout, release the rest with visibility 0, and flush every batch."""
         self.state = "draining"
-        await self.cron.stop()  # hand the cron lease over before the drain, not after
+        for hook in self.hooks:  # e.g. the cron lease is handed over before the drain
+            await hook.stop()
         if self._grace is not None:
             self._grace.cancel()
         if self._prober is not None:
@@ -289,7 +295,8 @@ class Worker:
         heartbeat.cancel()
         await asyncio.gather(heartbeat, return_exceptions=True)
         await self._deliverer.close()
-        await self.cron.close()
+        for hook in self.hooks:
+            await hook.close()
         assert self._delete is not None and self._change is not None
         await asyncio.gather(self._delete.close(10.0), self._change.close(10.0))
         await self._payloads.close()
@@ -395,7 +402,7 @@ class Worker:
         if age_s is not None and age_s > self.config.retention_period:
             await self._expire(job, age_s)
             return False
-        if not await self._admit_scheduled(job):
+        if not await self._admitted_by_hooks(job):
             return False
         if self._breaker.is_open:  # the app is unavailable: hold it, do not try it
             self._park(job)
@@ -416,7 +423,7 @@ class Worker:
                 while job is not None:
                     taken += 1
                     if not job.released and await self._admit(job):
-                        if ScheduledJob.from_message(job.message) is not None:
+                        if self._deliverer.goes_alone(job.message):
                             await self._settle(job, await self._post(job))  # to its own url
                         else:
                             batch.append(job)
@@ -438,7 +445,7 @@ class Worker:
         followers: list[Job] = []
         for other in self._groups.members(job.group)[1:room + 1]:
             age_s = self._age_s(other.message)
-            if (other.released or ScheduledJob.from_message(other.message) is not None
+            if (other.released or self._deliverer.goes_alone(other.message)
                     or (age_s is not None and age_s > self.config.retention_period)):
                 break  # dealt with one by one when it is the group's first
             followers.append(other)
@@ -501,7 +508,7 @@ class Worker:
         self.metrics.in_flight(1)
         try:  # an offloaded body is fetched first: the app gets it, never the pointer
             message = await self._payloads.resolve(job.message)
-            if self._batches is None or ScheduledJob.from_message(message) is not None:
+            if self._batches is None or self._deliverer.goes_alone(message):
                 return await self._deliverer.deliver(message)
             return await self._batches.post_one(message)  # a probe: a batch of one
         except PayloadUnavailable as exc:
@@ -535,18 +542,20 @@ class Worker:
                       message.message_id, outcome.status, outcome.elapsed_s,
                       extra=self._fields(message, outcome="done", status=outcome.status))
 
-    async def _admit_scheduled(self, job: Job) -> bool:
-        """Periodic tasks: a scheduled job whose run another message already carries is
-        deleted unposted; if the run ledger is unreachable the job is retried later."""
+    async def _admitted_by_hooks(self, job: Job) -> bool:
+        """A message a hook refuses (periodic tasks: a scheduled job whose run another
+        message already carries) is deleted unposted; one it cannot judge yet (the run
+        ledger is unreachable) is retried later."""
         try:
-            if await self.cron.admit(job.message):
-                return True
-        except LedgerBusy as exc:
-            await self._retry(job, Outcome(False, "run-ledger-unavailable", 0.0, detail=str(exc)))
+            for hook in self.hooks:
+                if not await hook.before_delivery(job.message):
+                    self._submit_delete(job.message)
+                    self._finish(job)
+                    return False
+        except TryLater as exc:
+            await self._retry(job, Outcome(False, exc.reason, 0.0, detail=str(exc)))
             return False
-        self._submit_delete(job.message)
-        self._finish(job)
-        return False
+        return True
 
     def _age_s(self, message: Message) -> float | None:
         """Seconds since the message was sent (SentTimestamp), as RetentionPeriod counts.

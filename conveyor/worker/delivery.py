@@ -95,6 +95,11 @@ class Deliverer:
         """Close idle connections."""
         self._client.close()
 
+    @staticmethod
+    def goes_alone(message: Message) -> bool:
+        """A scheduled job goes to its own task's url, never in a batch."""
+        return ScheduledJob.from_message(message) is not None
+
     async def deliver(self, message: Message) -> Outcome:
         """POST `message` to the app and report the outcome (never raises for app errors).
 

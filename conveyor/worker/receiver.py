@@ -4,9 +4,9 @@ An idle worker keeps one long poll parked on its queue at all times, so a messag
 it the moment it is sent. On Amazon SQS a long poll lasts at most 20 s: 180 calls an hour.
 A Conveyor server also answers `ConveyorWorkers.PollMessages` (service/polls.py): the same
 receive, waiting up to ExtendedPollWaitTime (120 s by default: 30 calls an hour), carrying
-the worker's announcement when one is due (presence.py), so an idle worker makes no other
+the worker's announcement when one is due (runtime/presence.py), so an idle worker makes no other
 call. The first refusal of PollMessages (any endpoint that is not Conveyor, see
-extensions.py) turns it off and the worker carries on with ReceiveMessage.
+runtime/extensions.py) turns it off and the worker carries on with ReceiveMessage.
 
 Something between worker and server (a reverse proxy, a NAT) may cut a request that stays
 silent for longer than its idle timeout (nginx: 60 s). A poll that fails after it waited
@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from conveyor.client import Message, SQSClient, SQSError, SQSTransportError
-from conveyor.worker.extensions import Extension
-from conveyor.worker.presence import TARGET_PREFIX, Presence
+from conveyor.runtime.extensions import Extension
+from conveyor.runtime.presence import TARGET_PREFIX, Presence
 
 log = logging.getLogger(__name__)
 

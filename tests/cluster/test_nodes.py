@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.server.helpers import RawClient
+from tests.server.helpers import RawClient, advance_clock
 from tests.support import (
     POSTGRES_URL,
     LongPoll,
@@ -68,6 +68,41 @@ def test_queues_leases_and_workers_are_shared(pair: tuple[ServerProcess, ServerP
                                        "TtlSeconds": 30})
     listed = workers_call(b, "ListWorkers", {})["Workers"]
     assert [w["WorkerId"] for w in listed] == ["w-on-a"]  # announced to a, listed by b
+
+
+def test_a_message_in_flight_stays_hidden_on_every_node_until_its_visibility_ends(
+        tmp_path: Path) -> None:
+    """"During the visibility timeout, Amazon SQS prevents all consumers from receiving
+    and processing the message" (SQS Developer Guide, visibility timeout), whichever node
+    they ask: received through a for 12 hours (the most SQS allows), the message is hidden
+    on a and b alike until b's clock passes those 12 hours, and then b hands it out as its
+    second receive. Time is moved, never waited for: only a stall of twenty minutes
+    between two steps could spoil the first check."""
+    require_postgres()
+    store = isolated(["--store", POSTGRES_URL])
+    a = ServerProcess(tmp_path / "a", *store, "--mode", "relaxed").start()
+    b = ServerProcess(tmp_path / "b", *store, "--mode", "relaxed", "--dev-clock").start()
+    visibility_s = 12 * 3600
+    try:
+        url = sqs_client(a.url).create_queue(QueueName="hidden")["QueueUrl"]
+        sqs_client(a.url).send_message(QueueUrl=url, MessageBody="once")
+
+        def receive(node: ServerProcess) -> list[dict]:
+            return sqs_client(node.url).receive_message(
+                QueueUrl=url, VisibilityTimeout=visibility_s,
+                MessageSystemAttributeNames=["ApproximateReceiveCount"]).get("Messages", [])
+
+        [first] = receive(a)
+        assert first["Attributes"]["ApproximateReceiveCount"] == "1"
+        assert receive(b) == [] and receive(a) == []
+        advance_clock(b.url, visibility_s - 1200)
+        assert receive(b) == []  # twenty minutes of its visibility left
+        advance_clock(b.url, 1201)
+        [second] = receive(b)
+        assert (second["Body"], second["Attributes"]["ApproximateReceiveCount"]) == ("once", "2")
+    finally:
+        a.stop()
+        b.stop()
 
 
 def test_nodes_with_skewed_clocks_agree_on_delays_and_visibility(tmp_path: Path) -> None:

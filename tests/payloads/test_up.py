@@ -12,7 +12,7 @@ import pytest
 
 from tests.payloads.test_worker import LARGE
 from tests.support import free_port
-from tests.worker.test_up import ROOT, App, Up, child_env, conveyor
+from tests.up.test_up import ROOT, App, Up, child_env, conveyor
 
 
 def test_conveyor_up_carries_a_large_body_to_the_app(tmp_path: Path) -> None:

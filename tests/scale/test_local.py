@@ -85,7 +85,8 @@ def test_burst_scales_out_then_back_to_min_nothing_lost_or_repeated(server, sqs,
             assert 'class="decision out"' in timeline and 'class="decision in"' in timeline
             assert "conveyor_scale_backlog_per_instance" in metrics
             assert scaler.metrics.value("conveyor_scale_actions_total", direction="out") >= 2
-            assert scaler.metrics.value("conveyor_scale_processing_seconds_avg") > 0.2
+            # Learnt from the workers' announcements (the app's own time is not asserted).
+            assert scaler.metrics.value("conveyor_scale_processing_seconds_avg") > 0
             ids = [r.msgid for r in app.requests]
             assert len(ids) == JOBS and len(set(ids)) == JOBS, "a job was lost or repeated"
             assert sorted(finished) == sorted(ids), "a job was cut off mid-request"

@@ -47,10 +47,9 @@ from conveyor.server.console.parts import duration
 from conveyor.server.console.queue import QueuePage
 from conveyor.server.console.visit import Visit
 from conveyor.server.http import Request, Response
-from conveyor.service import Service
+from conveyor.service import Service, StoreError
 from conveyor.service.validate import plain_name
 from conveyor.sqs.limits import MODES
-from conveyor.store.base import StoreError
 
 __all__ = ["PREFIX", "Console", "auth"]
 

@@ -17,9 +17,8 @@ from conveyor.server.console.forms import selection_field
 from conveyor.server.console.frame import PREFIX, render
 from conveyor.server.console.visit import Visit
 from conveyor.server.http import Response
-from conveyor.service import Service
+from conveyor.service import Counts, QueueRecord, Service, StoredMessage
 from conveyor.service.inspect import death, message_attributes, system_attributes
-from conveyor.store.base import Counts, QueueRecord, StoredMessage
 
 PAGE_SIZE = 50  # messages per page
 SCAN_LIMIT = 10_000  # messages read at most to page, search or find one

@@ -17,10 +17,9 @@ from conveyor.server.console.frame import PREFIX, render
 from conveyor.server.console.visit import Visit
 from conveyor.server.console.workers import workers_section
 from conveyor.server.http import Response
-from conveyor.service import Service
+from conveyor.service import Counts, QueueRecord, Service
 from conveyor.service.activity import History
 from conveyor.service.redrive import dead_letter_arn
-from conveyor.store.base import Counts, QueueRecord
 
 PAGE_SIZE = 100  # queues per page
 MAX_DLQ_CHECKS = 200  # dead-letter queues counted for the warning on every view

@@ -12,9 +12,8 @@ from conveyor.server.console import charts, forms, messages, parts
 from conveyor.server.console.frame import PREFIX, render
 from conveyor.server.console.visit import Visit
 from conveyor.server.http import Response
-from conveyor.service import RequestContext, Service
+from conveyor.service import Counts, QueueRecord, RequestContext, Service
 from conveyor.sqs.errors import SqsError
-from conveyor.store.base import Counts, QueueRecord
 
 MOVE_TASKS_SHOWN = 10  # ListMessageMoveTasks' most
 

@@ -1,4 +1,4 @@
-"""The workers and autoscalers that announce themselves (conveyor/worker/presence.py), a
+"""The workers and autoscalers that announce themselves (conveyor/runtime/presence.py), a
 Drain button per worker (DrainWorker), and each autoscaled queue's decisions as a
 timeline (RecordScalingDecision, service/workers.py)."""
 

@@ -34,9 +34,9 @@ from collections.abc import Callable
 from typing import Any
 
 from conveyor.client import SQSClient, SQSError, SQSTransportError
-from conveyor.worker.extensions import Extension
+from conveyor.runtime.extensions import Extension
 
-log = logging.getLogger("conveyor.worker.presence")
+log = logging.getLogger("conveyor.runtime.presence")
 
 TARGET_PREFIX = "ConveyorWorkers."
 ANNOUNCE_EVERY_S = 10.0
