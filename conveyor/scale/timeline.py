@@ -13,8 +13,8 @@ import logging
 from typing import Any
 
 from conveyor.client import SQSClient, SQSError, SQSTransportError
+from conveyor.runtime.extensions import Extension
 from conveyor.scale.policy import Decision
-from conveyor.worker.extensions import Extension
 
 log = logging.getLogger(__name__)
 
