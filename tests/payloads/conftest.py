@@ -61,12 +61,17 @@ def moto_s3(tmp_path_factory) -> Iterator[BlobTarget]:
         yield target
 
 
+def embedded_store(server: Any) -> BlobTarget:
+    """The Conveyor server's own blob store and the bucket it creates at start."""
+    return BlobTarget("embedded", server.url + EMBEDDED_STORE_PATH, EMBEDDED_BUCKET)
+
+
 @pytest.fixture(params=["embedded", "moto"])
 def blobs(request, strict_server) -> BlobTarget:
     """Each claim-check test runs on both stores."""
     if request.param == "moto":
         return request.getfixturevalue("moto_s3")
-    return BlobTarget("embedded", strict_server.url + EMBEDDED_STORE_PATH, EMBEDDED_BUCKET)
+    return embedded_store(strict_server)
 
 
 @pytest.fixture

@@ -20,14 +20,8 @@ import time
 
 from aiohttp import web
 
-from conveyor.payloads.pointer import (
-    EMBEDDED_BUCKET,
-    EMBEDDED_STORE_PATH,
-    POINTER_CLASS,
-    SIZE_ATTRIBUTE,
-    Pointer,
-)
-from tests.payloads.conftest import BlobTarget, conveyor_cli, extended_client
+from conveyor.payloads.pointer import POINTER_CLASS, SIZE_ATTRIBUTE, Pointer
+from tests.payloads.conftest import conveyor_cli, embedded_store, extended_client
 from tests.worker.conftest import (
     Recorded,
     aio,
@@ -187,15 +181,21 @@ def test_compressed_body_from_conveyor_message_send_is_inflated_for_the_app(
     stored = int(on_queue["MessageAttributes"][SIZE_ATTRIBUTE]["StringValue"])
     assert stored < len(LARGE.encode())  # what is stored is the compressed body
 
-    async def scenario() -> None:
+    posted = _delivered_once(url, strict_sqs, blobs)
+    assert posted.body == LARGE.encode()
+    assert "X-Aws-Sqsd-Attr-ConveyorPayloadEncoding" not in posted.headers
+
+
+def _delivered_once(url: str, sqs, blobs) -> Recorded:
+    """Run a worker until the queue is empty; the one request its app received."""
+    async def scenario() -> list[Recorded]:
         async with recording_app() as app, running_worker(
                 url, app.url, **_payload_options(blobs)):
-            await wait_until(lambda: queue_total(strict_sqs, url) == 0, what="the delete")
-        [posted] = app.requests
-        assert posted.body == LARGE.encode()
-        assert "X-Aws-Sqsd-Attr-ConveyorPayloadEncoding" not in posted.headers
+            await wait_until(lambda: queue_total(sqs, url) == 0, what="the delete")
+        return app.requests
 
-    run(scenario())
+    [posted] = run(scenario())
+    return posted
 
 
 async def _receive_one(sqs, url: str) -> dict:
@@ -212,7 +212,7 @@ def test_the_legacy_pointer_and_attribute_are_resolved_too(strict_server, strict
     """Older Java clients wrote `com.amazon.sqs.javamessaging.MessageS3Pointer` and
     `SQSLargePayloadSize`; the Extended Client still writes them with
     use_legacy_attribute (LEGACY_MESSAGE_POINTER_CLASS, LEGACY_RESERVED_ATTRIBUTE_NAME)."""
-    blobs = BlobTarget("embedded", strict_server.url + EMBEDDED_STORE_PATH, EMBEDDED_BUCKET)
+    blobs = embedded_store(strict_server)
     url = make_queue(strict_sqs, queue_name)
     sender = extended_client(strict_server.url, blobs, delete_payloads=False)
     sender.use_legacy_attribute = True
@@ -221,22 +221,16 @@ def test_the_legacy_pointer_and_attribute_are_resolved_too(strict_server, strict
     assert json.loads(on_queue["Body"])[0] == "com.amazon.sqs.javamessaging.MessageS3Pointer"
     assert "SQSLargePayloadSize" in on_queue["MessageAttributes"]
 
-    async def scenario() -> None:
-        async with recording_app() as app, running_worker(
-                url, app.url, **_payload_options(blobs)):
-            await wait_until(lambda: queue_total(strict_sqs, url) == 0, what="the delete")
-        [posted] = app.requests
-        assert posted.body == LARGE.encode()
-        assert "X-Aws-Sqsd-Attr-SQSLargePayloadSize" not in posted.headers
-
-    run(scenario())
+    posted = _delivered_once(url, strict_sqs, blobs)
+    assert posted.body == LARGE.encode()
+    assert "X-Aws-Sqsd-Attr-SQSLargePayloadSize" not in posted.headers
 
 
 def test_an_expired_message_is_deleted_unposted_with_its_blob(strict_server, strict_sqs,
                                                               queue_name):
     """RetentionPeriod over (the worker's wall clock moved past it): deleted unposted, as
     Elastic Beanstalk does, and - no copy of it living on - its blob with it."""
-    blobs = BlobTarget("embedded", strict_server.url + EMBEDDED_STORE_PATH, EMBEDDED_BUCKET)
+    blobs = embedded_store(strict_server)
     url, key = _sent_by_extended_client(blobs, strict_server, strict_sqs, queue_name)
 
     async def scenario() -> None:
@@ -255,7 +249,7 @@ def test_batches_carry_whole_bodies_and_a_missing_blob_fails_alone(
     """With BatchSize, each record's `body` is the stored body (Lambda's SQS event shape,
     as batch_delivery.py builds it), its messageAttributes without the reserved one; a
     message whose blob is missing is left out of the POST and retried, the others done."""
-    blobs = BlobTarget("embedded", strict_server.url + EMBEDDED_STORE_PATH, EMBEDDED_BUCKET)
+    blobs = embedded_store(strict_server)
     url, key = _sent_by_extended_client(blobs, strict_server, strict_sqs, queue_name)
     strict_sqs.send_message(QueueUrl=url, MessageBody="inline")
     missing = Pointer(blobs.bucket, "never-stored")
