@@ -45,7 +45,9 @@ from urllib.parse import urlsplit
 import orjson
 
 from conveyor.client import Message
+from conveyor.worker import telemetry
 from conveyor.worker.delivery import USER_AGENT, Deliverer, Outcome
+from conveyor.worker.trace_context import trace_headers
 
 log = logging.getLogger(__name__)
 
@@ -187,9 +189,19 @@ class BatchPoster:
         headers = {"Content-Type": "application/json", "User-Agent": USER_AGENT,
                    "X-Aws-Sqsd-Queue": self._queue_name,
                    "X-Conveyor-Batch-Size": str(len(messages))}
-        whole, answer = await self._deliverer.post(
-            self._deliverer.path, headers, lambda_event(messages, self._queue),
-            keep_body_bytes=MAX_ANSWER_BYTES)
+        # With tracing on (telemetry.py) the POST is a span linked to each message's trace,
+        # and the app's parent; each record keeps its own AWSTraceHeader, as Lambda's do.
+        attributes = telemetry.messaging(self._queue_name, "process", "process", **{
+            "messaging.batch.message_count": len(messages), "http.request.method": "POST"})
+        with telemetry.span("POST", "CLIENT", attributes,
+                            links=[trace_headers(m) for m in messages]) as span:
+            if span is not None:
+                telemetry.inject(headers)
+            whole, answer = await self._deliverer.post(
+                self._deliverer.path, headers, lambda_event(messages, self._queue),
+                keep_body_bytes=MAX_ANSWER_BYTES)
+            if span is not None:
+                telemetry.http_outcome(span, whole.status, whole.ok, whole.detail)
         read = self._read(messages, whole, answer.body if answer else b"",
                           answer is not None and answer.body_too_large)
         outcomes = in_group_order(messages, read) if self._fifo else list(read)

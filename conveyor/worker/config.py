@@ -39,6 +39,7 @@ class WorkerConfig:
     max_retries: int = 10
     app_url: str = "http://localhost:80"
     accept_any_2xx: bool = False
+    adaptive_concurrency: bool = False
     expired_to_dead_letter: bool = False
     max_error_visibility_timeout: int = 3600
     drain_timeout: int = 30

@@ -9,7 +9,8 @@ At most HttpConnections + one batch of messages are held at once (`Slots`), so a
 connection always finds the next message waiting instead of holding a batch hostage.
 With BatchSize, each dispatcher POSTs up to BatchSize of them at once as AWS Lambda's SQS
 event and settles each by the app's partial batch response (batch_delivery.py); then
-HttpConnections × BatchSize + one batch are held.
+HttpConnections × BatchSize + one batch are held. With AdaptiveConcurrency the limit on
+open POSTs, and so on messages held, follows the app instead (`OpenPosts`, adaptive.py).
 
 On a FIFO queue, one message per MessageGroupId is at the app at a time, in receive order
 (`GroupQueues`); the group's later messages wait here, kept invisible, until it is done.
@@ -54,10 +55,12 @@ from conveyor.client import (
     endpoint_from_queue_url,
     queue_name_from_url,
 )
+from conveyor.clock import Clock
 from conveyor.payloads.resolver import PayloadResolver, PayloadUnavailable
 from conveyor.runtime.hooks import TryLater, WorkerHook
 from conveyor.runtime.presence import Presence
 from conveyor.runtime.status import StatusServer
+from conveyor.worker.adaptive import ConcurrencyLimit
 from conveyor.worker.backoff import (
     MAX_VISIBILITY_S,
     ErrorBackoff,
@@ -75,7 +78,7 @@ from conveyor.worker.breaker import (
 )
 from conveyor.worker.config import WorkerConfig
 from conveyor.worker.delivery import Deliverer, Outcome
-from conveyor.worker.flow import IdleControl, Slots
+from conveyor.worker.flow import IdleControl, OpenPosts, Slots
 from conveyor.worker.groups import GroupQueues
 from conveyor.worker.metrics import WorkerMetrics
 from conveyor.worker.queues import WorkerQueues, prepare_worker_queue, send_to_dead_letter
@@ -145,6 +148,11 @@ class Worker:
         self._fifo = self.queue_name.endswith(".fifo")  # SQS requires the suffix
         self._groups: GroupQueues[Job] = GroupQueues()
         self._waiting = Slots(self._slots.capacity * _HELD_PER_SLOT)
+        self._open = OpenPosts(ConcurrencyLimit(Clock(), config.http_connections,
+                                                adaptive=config.adaptive_concurrency),
+                               self._slots, per_post=max(1, config.batch_size),
+                               receive_batch=self._batch)
+        self.metrics.concurrency_limit(self._open.limit.current)
         self._buffer: asyncio.Queue[Job | None] = asyncio.Queue()
         self._stopping = asyncio.Event()
         self._force = asyncio.Event()
@@ -377,7 +385,8 @@ class Worker:
             await self._batch_loop()
             return
         while True:
-            job = await self._buffer.get()
+            await self._open.enter()  # room under the concurrency limit first (kept on return:
+            job = await self._buffer.get()  # the worker is stopping)
             if job is None:
                 return
             try:
@@ -385,6 +394,7 @@ class Worker:
                     await self._handle(job)
             finally:
                 self._slots.give(1)
+                self._open.leave()
 
     async def _handle(self, job: Job) -> None:
         if await self._admit(job):
@@ -416,6 +426,7 @@ class Worker:
         (and on a FIFO queue the messages waiting behind each group's first, in order)."""
         size = self.config.batch_size
         while True:
+            await self._open.enter()  # room under the concurrency limit first
             job: Job | None = await self._buffer.get()
             batch: list[Job] = []
             taken = 0
@@ -435,6 +446,7 @@ class Worker:
                     await self._post_batch(batch)
             finally:
                 self._slots.give(taken)
+                self._open.leave()
             if job is None:
                 return
 
@@ -459,15 +471,29 @@ class Worker:
         for job in batch:
             job.started_s = started
             self.metrics.waited(started - job.accepted_s)
-        self.metrics.in_flight(1)
-        try:
-            outcomes = await self._post_resolved(batch)
+        try:  # offloaded bodies first, before the app's time is measured
+            outcomes, ready = await self._with_bodies(batch)
         except asyncio.CancelledError:
             for job in batch:
                 self._release(job)
             raise
-        finally:
-            self.metrics.in_flight(-1)
+        if ready:
+            self.metrics.in_flight(1)
+            posted = self._open.posting()
+            status = "cancelled"
+            try:
+                sent = await self._batches.post(list(ready.values()))
+                status = next((outcome.status for outcome in sent if outcome is not None), status)
+            except asyncio.CancelledError:
+                for job in batch:
+                    self._release(job)
+                raise
+            finally:
+                self.metrics.in_flight(-1)
+                self._open.posted(posted, status)
+                self.metrics.concurrency_limit(self._open.limit.current, self._open.limit.cuts)
+            for i, outcome in zip(ready, sent, strict=True):
+                outcomes[i] = outcome
         self.metrics.batch_posted(outcomes)
         for job, outcome in zip(batch, outcomes, strict=True):
             if outcome is None:  # unprocessed: waits behind its group's failure, uncounted
@@ -479,14 +505,15 @@ class Worker:
             if outcome is not None:
                 await self._settle(job, outcome)
 
-    async def _post_resolved(self, batch: list[Job]) -> list[Outcome | None]:
-        """Fetch the batch's offloaded bodies, then POST the messages that have theirs; one
-        whose body is unavailable fails alone (FIFO: its group's later ones wait, None)."""
-        assert self._batches is not None
+    async def _with_bodies(self, batch: list[Job]
+                           ) -> tuple[list[Outcome | None], dict[int, Message]]:
+        """Fetch the batch's offloaded bodies: the messages to POST (by position, with their
+        bodies), and the outcomes so far: a message whose body is unavailable fails alone
+        (FIFO: its group's later ones wait, None)."""
         resolved = await self._payloads.resolve_each([job.message for job in batch])
         outcomes: list[Outcome | None] = [None] * len(batch)
         stopped: set[str] = set()
-        ready: dict[int, Message] = {}  # position in the batch -> message with its body
+        ready: dict[int, Message] = {}
         for i, (job, found) in enumerate(zip(batch, resolved, strict=True)):
             if job.group is not None and job.group in stopped:
                 continue
@@ -496,29 +523,38 @@ class Worker:
                     stopped.add(job.group)
             else:
                 ready[i] = found
-        if ready:
-            posted = await self._batches.post(list(ready.values()))
-            for i, outcome in zip(ready, posted, strict=True):
-                outcomes[i] = outcome
-        return outcomes
+        return outcomes, ready
 
     async def _post(self, job: Job) -> Outcome:
-        """POST the message to the app (job.started_s says since when)."""
-        job.started_s = started_s = time.monotonic()
-        self.metrics.in_flight(1)
-        try:  # an offloaded body is fetched first: the app gets it, never the pointer
+        """POST the message to the app (job.started_s says since when), within the
+        concurrency limit (adaptive.py); an offloaded body is fetched first, so the app
+        gets it and never the pointer."""
+        job.started_s = fetched_s = time.monotonic()
+        try:
             message = await self._payloads.resolve(job.message)
-            if self._batches is None or self._deliverer.goes_alone(message):
-                return await self._deliverer.deliver(message)
-            return await self._batches.post_one(message)  # a probe: a batch of one
         except PayloadUnavailable as exc:
-            return Outcome(False, "payload-unavailable", time.monotonic() - started_s,
+            return Outcome(False, "payload-unavailable", time.monotonic() - fetched_s,
                            detail=str(exc))
+        except asyncio.CancelledError:
+            self._release(job)
+            raise
+        started = self._open.posting()
+        self.metrics.in_flight(1)
+        status = "cancelled"
+        try:
+            if self._batches is None or self._deliverer.goes_alone(message):
+                outcome = await self._deliverer.deliver(message)
+            else:
+                outcome = await self._batches.post_one(message)  # a probe: a batch of one
+            status = outcome.status
+            return outcome
         except asyncio.CancelledError:
             self._release(job)
             raise
         finally:
             self.metrics.in_flight(-1)
+            self._open.posted(started, status)
+            self.metrics.concurrency_limit(self._open.limit.current, self._open.limit.cuts)
 
     async def _settle(self, job: Job, outcome: Outcome) -> None:
         """Act on a POST's outcome: delete, retry, or hold it while the app is unavailable."""
@@ -997,6 +1033,7 @@ class Worker:
                   "held": self._slots.capacity - self._slots.free,
                   "holding": len(self._jobs),  # received, not finished: busy for conveyor scale
                   "app_available": not self._breaker.is_open,
+                  "concurrency_limit": self._open.limit.current,
                   "processing_avg_s": self.metrics.processing_avg_s,
                   "processed": self.metrics.processed}
         return status == "running", report

@@ -58,6 +58,15 @@ class WorkerMetrics:
         self._waiting = Histogram("conveyor_worker_wait_seconds",
                                   "Time from receipt until the POST starts (waiting for a free "
                                   "connection).", q, buckets=_WAIT_BUCKETS, registry=reg)
+        self._concurrency_limit = Gauge(
+            "conveyor_worker_concurrency_limit",
+            "POSTs that may be open to the app now: HttpConnections, or with "
+            "AdaptiveConcurrency the limit that follows the app.", q, registry=reg)
+        self._concurrency_cuts = Counter(
+            "conveyor_worker_concurrency_cuts",
+            "Times AdaptiveConcurrency cut the limit for a 429/503/504 answer or an "
+            "InactivityTimeout.", q, registry=reg)
+        self._cuts_seen = 0
         self._batches = Counter("conveyor_worker_batches",
                                 "Batches POSTed (BatchSize), by outcome: ok (all deleted), "
                                 "partial (some listed in batchItemFailures) or failed.",
@@ -142,6 +151,13 @@ class WorkerMetrics:
     def in_flight(self, delta: int) -> None:
         """Move the open-request gauge."""
         self._in_flight.labels(self.queue).inc(delta)
+
+    def concurrency_limit(self, limit: int, cuts: int = 0) -> None:
+        """Show the current limit on open POSTs, and count the cuts made since last time."""
+        self._concurrency_limit.labels(self.queue).set(limit)
+        if cuts > self._cuts_seen:
+            self._concurrency_cuts.labels(self.queue).inc(cuts - self._cuts_seen)
+            self._cuts_seen = cuts
 
     def extended(self, count: int) -> None:
         """Count heartbeat extensions."""

@@ -24,9 +24,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from conveyor.client import Message, SQSClient, SQSError, SQSTransportError
+from conveyor.client import Message, SQSClient, SQSError, SQSTransportError, queue_name_from_url
 from conveyor.runtime.extensions import Extension
 from conveyor.runtime.presence import TARGET_PREFIX, Presence
+from conveyor.worker import telemetry
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +71,17 @@ class Receiver:
         return self._extended_wait_s > 0 and self.extension.usable
 
     async def receive(self, max_messages: int) -> Received:
-        """One (long) poll; raises SQSError / SQSTransportError as ReceiveMessage does."""
+        """One (long) poll; raises SQSError / SQSTransportError as ReceiveMessage does.
+        With tracing on (telemetry.py) each poll is a span."""
+        queue = queue_name_from_url(self._queue_url)
+        with telemetry.span(f"receive {queue}", "CONSUMER",
+                            telemetry.messaging(queue, "receive", "receive")) as span:
+            received = await self._receive_once(max_messages)
+            if span is not None:
+                span.set_attribute("messaging.batch.message_count", len(received.messages))
+        return received
+
+    async def _receive_once(self, max_messages: int) -> Received:
         if self.extended and not self.extension.confirmed:
             async with self._trying:  # one poller finds out; the others wait for its answer
                 if not self.extension.confirmed:
