@@ -183,6 +183,8 @@ def _banner(server: ChildServer, queues: WorkerQueues, config: WorkerConfig, dem
     _say("conveyor up: ready", fg="cyan", bold=True)
     _say(f"  queue server      {server.url}  (log: {server.log_path})")
     _say(f"  web console       {server.url}/console")
+    _say(f"  large payloads    {config.payload_endpoint_url}  (S3-compatible; `conveyor "
+         "message send` offloads bodies too large for the queue there)")
     _say(f"  worker queue      {queues.queue_url}")
     _say(f"  dead-letter queue {queues.dead_letter_url}  (after {config.max_retries} receives)")
     _say(f"  app               {config.post_url}{'  (bundled demo app)' if demo else ''}")
