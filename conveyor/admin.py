@@ -28,6 +28,9 @@ from conveyor.client.partitions import (
     PartitionError,
     partition_name,
 )
+from conveyor.payloads.blobs import BlobError, BlobSettings, BlobStore
+from conveyor.payloads.offload import Offloader, OffloadError, default_store
+from conveyor.payloads.pointer import DEFAULT_THRESHOLD_BYTES, EMBEDDED_BUCKET, EMBEDDED_STORE_PATH
 
 DEFAULT_ENDPOINT = "http://127.0.0.1:9324"
 MOVE_POLL_S = 0.5
@@ -331,11 +334,28 @@ def message_group() -> None:
 @click.option("--partition-key", metavar="KEY",
               help="Pick the partition by CRC-32 of KEY (default: the --group on FIFO "
               "queues, else round robin).")
+@click.option("--payload-bucket", envvar="CONVEYOR_PAYLOAD_BUCKET",
+              help="Store a body larger than --payload-threshold in this bucket and send a "
+              "pointer (the SQS Extended Client's format)  [default: the Conveyor server's "
+              f"embedded {EMBEDDED_BUCKET}; none on Amazon SQS]")
+@click.option("--payload-endpoint-url", envvar="CONVEYOR_PAYLOAD_ENDPOINT_URL", type=HTTP_URL,
+              help="S3-compatible endpoint of that bucket  [default: the Conveyor server's "
+              f"{EMBEDDED_STORE_PATH}; Amazon S3 on Amazon SQS]")
+@click.option("--payload-threshold", type=click.IntRange(0), metavar="BYTES",
+              help="Offload bodies (with attributes) larger than this  [default: the queue's "
+              "MaximumMessageSize]")
+@click.option("--compress", is_flag=True,
+              help="gzip the stored body (marked ConveyorPayloadEncoding: gzip; Conveyor's "
+              "worker inflates it, the Extended Client cannot).")
 @_target
 def send(target: Target, queue: str, body: str | None, delay: int | None, group_id: str | None,
          dedup_id: str | None, attributes: tuple[str, ...], partitions: int,
-         partition_key: str | None) -> None:
-    """Send BODY (or standard input when BODY is - or left out) to QUEUE; prints its id."""
+         partition_key: str | None, payload_bucket: str | None,
+         payload_endpoint_url: str | None, payload_threshold: int | None,
+         compress: bool) -> None:
+    """Send BODY (or standard input when BODY is - or left out) to QUEUE; prints its id.
+
+    A body too large for the queue goes to a blob store and a pointer is sent instead."""
     if body is None or body == "-":
         body = sys.stdin.read()
     message_attributes = {k: {"DataType": "String", "StringValue": v}
@@ -352,10 +372,33 @@ def send(target: Target, queue: str, body: str | None, delay: int | None, group_
                 raise click.UsageError(str(exc)) from None
         else:
             url = await queue_url(sqs, queue)
-        return await sqs.send_message(url, body, delay_s=delay, attributes=message_attributes,
+        text, attrs = body, message_attributes
+        offloader = _offloader(target, payload_bucket, payload_endpoint_url, compress)
+        if offloader is not None:
+            threshold = payload_threshold
+            if threshold is None:
+                found = await sqs.get_queue_attributes(url, ["MaximumMessageSize"])
+                threshold = int(found.get("MaximumMessageSize", DEFAULT_THRESHOLD_BYTES))
+            try:
+                text, attrs = await asyncio.to_thread(offloader.prepare, body, attrs, threshold)
+            except (OffloadError, BlobError) as exc:
+                raise click.ClickException(f"cannot offload the body: {exc}") from None
+        return await sqs.send_message(url, text, delay_s=delay, attributes=attrs,
                                       group_id=group_id, deduplication_id=dedup_id)
 
     click.echo(target.run(work, queue=queue))
+
+
+def _offloader(target: Target, bucket: str | None, endpoint_url: str | None,
+               compress: bool) -> Offloader | None:
+    """The Offloader `send` uses, or None when there is no bucket to offload to."""
+    default_endpoint, default_bucket = default_store(target.endpoint_url)
+    bucket = default_bucket if bucket is None else bucket
+    if not bucket:
+        return None
+    settings = BlobSettings(endpoint_url if endpoint_url is not None else default_endpoint,
+                            target.region or "", bucket=bucket)
+    return Offloader(BlobStore(settings), compress=compress)
 
 
 @message_group.command("receive")

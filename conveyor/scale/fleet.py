@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 # The actuator gives each worker its own status port; the queue exists already.
 _FLEET_OWNS = {"StatusPort", "StatusHost", "CreateQueue"}
 # Passed in the environment, not as flags: a command line is visible to every local user.
-_SECRETS = {"SigningSecret", "CronSigningKey"}
+_SECRETS = {"SigningSecret", "CronSigningKey", "PayloadAccessKey"}
 
 
 def worker_args(config: WorkerConfig) -> list[str]:

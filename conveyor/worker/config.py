@@ -63,6 +63,11 @@ class WorkerConfig:
     cron_grace_period: int = 300
     cron_lease_ttl: float = 10.0
     cron_signing_key: str = ""
+    payload_endpoint_url: str = ""
+    payload_region: str = ""
+    payload_access_key: str = ""
+    payload_bucket: str = ""
+    delete_payloads: bool = True
 
     @property
     def post_url(self) -> str:
@@ -170,6 +175,11 @@ def validate(config: WorkerConfig, sources: Mapping[str, str] | None = None) -> 
     _check_url("AppURL", config.app_url)
     if config.endpoint_url:
         _check_url("EndpointURL", config.endpoint_url)
+    if config.payload_endpoint_url:
+        _check_url("PayloadEndpointURL", config.payload_endpoint_url)
+    if config.payload_access_key and ":" not in config.payload_access_key:
+        msg = "PayloadAccessKey must be KEY:SECRET"
+        raise ConfigError(msg)
     for name, path in (("HttpPath", config.http_path),
                        ("HealthCheckPath", config.health_check_path or "/")):
         if not path.startswith("/"):

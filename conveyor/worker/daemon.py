@@ -56,6 +56,7 @@ from conveyor.client import (
     queue_name_from_url,
 )
 from conveyor.clock import Clock
+from conveyor.payloads.resolver import PayloadResolver, PayloadUnavailable
 from conveyor.runtime.hooks import TryLater, WorkerHook
 from conveyor.runtime.presence import Presence
 from conveyor.runtime.status import StatusServer
@@ -171,6 +172,10 @@ class Worker:
         self.partitions: Partitions | None = None  # with the Partitions option
         self._router: PartitionRouter | None = None
         self._deliverer = Deliverer(config, self.queue_name)
+        self._payloads = PayloadResolver.from_options(
+            config.payload_endpoint_url, config.payload_region or config.region,
+            config.payload_access_key, config.payload_bucket,
+            delete_after=config.delete_payloads)
         self._batches: BatchPoster | None = None  # BatchSize: several messages per POST
         self._breaker: Breaker[Job] = Breaker(self._rng)
         self._prober: asyncio.Task[None] | None = None
@@ -335,6 +340,7 @@ class Worker:
             await hook.close()
         assert self._delete is not None and self._change is not None
         await asyncio.gather(self._delete.close(10.0), self._change.close(10.0))
+        await self._payloads.close()
         if self.presence is not None:
             await self.presence.stop()
         log.info("worker stopped: queue=%s", self.queue_name)
@@ -498,20 +504,29 @@ class Worker:
         for job in batch:
             job.started_s = started
             self.metrics.waited(started - job.accepted_s)
-        self.metrics.in_flight(1)
-        posted = self._open.posting()
-        status = "cancelled"
-        try:
-            outcomes = await self._batches.post([job.message for job in batch])
-            status = next((outcome.status for outcome in outcomes if outcome is not None), status)
+        try:  # offloaded bodies first, before the app's time is measured
+            outcomes, ready = await self._with_bodies(batch)
         except asyncio.CancelledError:
             for job in batch:
                 self._release(job)
             raise
-        finally:
-            self.metrics.in_flight(-1)
-            self._open.posted(posted, status)
-            self.metrics.concurrency_limit(self._open.limit.current, self._open.limit.cuts)
+        if ready:
+            self.metrics.in_flight(1)
+            posted = self._open.posting()
+            status = "cancelled"
+            try:
+                sent = await self._batches.post(list(ready.values()))
+                status = next((outcome.status for outcome in sent if outcome is not None), status)
+            except asyncio.CancelledError:
+                for job in batch:
+                    self._release(job)
+                raise
+            finally:
+                self.metrics.in_flight(-1)
+                self._open.posted(posted, status)
+                self.metrics.concurrency_limit(self._open.limit.current, self._open.limit.cuts)
+            for i, outcome in zip(ready, sent, strict=True):
+                outcomes[i] = outcome
         self.metrics.batch_posted(outcomes)
         for job, outcome in zip(batch, outcomes, strict=True):
             if outcome is None:  # unprocessed: waits behind its group's failure, uncounted
@@ -523,18 +538,47 @@ class Worker:
             if outcome is not None:
                 await self._settle(job, outcome)
 
+    async def _with_bodies(self, batch: list[Job]
+                           ) -> tuple[list[Outcome | None], dict[int, Message]]:
+        """Fetch the batch's offloaded bodies: the messages to POST (by position, with their
+        bodies), and the outcomes so far: a message whose body is unavailable fails alone
+        (FIFO: its group's later ones wait, None)."""
+        resolved = await self._payloads.resolve_each([job.message for job in batch])
+        outcomes: list[Outcome | None] = [None] * len(batch)
+        stopped: set[str] = set()
+        ready: dict[int, Message] = {}
+        for i, (job, found) in enumerate(zip(batch, resolved, strict=True)):
+            if job.group is not None and job.group in stopped:
+                continue
+            if isinstance(found, PayloadUnavailable):
+                outcomes[i] = Outcome(False, "payload-unavailable", 0.0, detail=str(found))
+                if job.group is not None:
+                    stopped.add(job.group)
+            else:
+                ready[i] = found
+        return outcomes, ready
+
     async def _post(self, job: Job) -> Outcome:
         """POST the message to the app (job.started_s says since when), within the
-        concurrency limit (adaptive.py)."""
+        concurrency limit (adaptive.py); an offloaded body is fetched first, so the app
+        gets it and never the pointer."""
+        job.started_s = fetched_s = time.monotonic()
+        try:
+            message = await self._payloads.resolve(job.message)
+        except PayloadUnavailable as exc:
+            return Outcome(False, "payload-unavailable", time.monotonic() - fetched_s,
+                           detail=str(exc))
+        except asyncio.CancelledError:
+            self._release(job)
+            raise
         started = self._open.posting()
-        job.started_s = time.monotonic()
         self.metrics.in_flight(1)
         status = "cancelled"
         try:
-            if self._batches is None or self._deliverer.goes_alone(job.message):
-                outcome = await self._deliverer.deliver(job.message)
+            if self._batches is None or self._deliverer.goes_alone(message):
+                outcome = await self._deliverer.deliver(message)
             else:
-                outcome = await self._batches.post_one(job.message)  # a probe: a batch of one
+                outcome = await self._batches.post_one(message)  # a probe: a batch of one
             status = outcome.status
             return outcome
         except asyncio.CancelledError:
@@ -559,7 +603,7 @@ class Worker:
 
     def _done(self, job: Job, outcome: Outcome) -> None:
         message = job.message
-        self._submit_delete(message)
+        self._delete_for_good(message)
         self._finish(job)
         self.metrics.succeeded(outcome.elapsed_s)
         if log.isEnabledFor(logging.DEBUG):
@@ -606,7 +650,7 @@ class Worker:
             if await self._to_dead_letter(job, f"RetentionPeriod, age {age_s:.0f}s"):
                 self.metrics.expired()
             return
-        self._submit_delete(message)
+        self._delete_for_good(message)
         self._finish(job)
         self.metrics.expired()
         log.info("message expired, deleted unposted: queue=%s message=%s age=%.0fs "
@@ -659,10 +703,17 @@ class Worker:
         return (job.group is not None and self._groups.behind(job.group) > 0
                 and not self._stopping.is_set())
 
-    def _submit_delete(self, message: Message) -> None:
+    def _delete_for_good(self, message: Message) -> None:
+        """Delete a message no copy of which lives on (done, or expired): its stored body
+        goes too, once the delete succeeded. A dead-letter copy keeps its body."""
+        deleted = self._submit_delete(message)
+        deleted.add_done_callback(lambda f: self._payloads.after_delete(message, f.result()))
+
+    def _submit_delete(self, message: Message) -> asyncio.Future[str | None]:
         assert self._delete is not None
         future = self._delete.submit(message.message_id, message.receipt_handle)
         future.add_done_callback(lambda f: self._deleted(message, f.result()))
+        return future
 
     def _deleted(self, message: Message, refusal: str | None) -> None:
         if refusal is not None:
