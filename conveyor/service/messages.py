@@ -367,8 +367,12 @@ class MessageActions(ServiceBase):
         if plan.attribute_names and m.attributes:
             everything = _decode_attributes(m.attributes)
             chosen_attrs = _select_attributes(everything, plan.attribute_names)
+            # Names that match none of a message's attributes: an empty map and no MD5, as
+            # AWS answers in JSON (LocalStack's recording of AWS, 14-11-2023,
+            # test_receive_message_message_attribute_names_filters, "only_non_existing_names");
+            # the Query protocol has nothing to write for it.
+            out["MessageAttributes"] = chosen_attrs
             if chosen_attrs:
-                out["MessageAttributes"] = chosen_attrs
                 out["MD5OfMessageAttributes"] = (
                     m.md5_attributes if len(chosen_attrs) == len(everything)
                     else md5_of_attributes(chosen_attrs))
@@ -384,9 +388,10 @@ class MessageActions(ServiceBase):
         return {}
 
     async def _delete(self, queue: QueueRecord, handles: list[Handle]) -> list[str]:
-        outcomes = await self.store.delete(queue, self._touched(queue, handles),
-                                           rules.delete_in_flight_after_ms(
-                                               queue, self.clock.now_ms()))
+        outcomes = await self.store.delete(
+            queue, self._touched(queue, handles),
+            rules.delete_in_flight_after_ms(queue, self.clock.now_ms()),
+            any_receipt=rules.delete_takes_any_receipt(queue))
         deleted = outcomes.count(OK)  # "gone" too: a delete repeated counts again
         self.counted(queue, DELETED, deleted)
         if queue.fifo and deleted:

@@ -144,8 +144,14 @@ class Claim(Protocol):
 
     async def dead_letter(self, seqs: list[int], dead_letter_queue_id: int, source_arn: str,
                           now_ms: int) -> None:
-        """Move these claimed messages to the dead-letter queue as fresh, visible ones
-        (receive count 0, no receipt), remembering where they came from."""
+        """Move these claimed messages to the dead-letter queue, visible and with no
+        receipt, remembering where they came from. Each keeps its receive count (less this
+        claim, which delivered nothing) and its first receive: AWS shows a dead letter's
+        ApproximateReceiveCount carried on from the source queue, maxReceiveCount + 1 at
+        its first receive there (a drill against SQS, eu-west-3: received 5 times with
+        maxReceiveCount 5, then "ApproximateReceiveCount": "6" in the dead-letter queue;
+        a Lambda event from a dead-letter queue, ap-southeast-1: "3", with the source's
+        ApproximateFirstReceiveTimestamp 4 ms after its SentTimestamp)."""
 
 
 class Held(Protocol):
@@ -226,10 +232,12 @@ class Store(Protocol):
         holds."""
         ...
     async def delete(self, queue: QueueRecord, handles: list[Handle],
-                     in_flight_after_ms: int | None = None) -> list[str]:
-        """Delete each message whose latest receipt is the handle's (and, given
-        `in_flight_after_ms`, whose visibility lasts past it): OK if it was deleted or is
-        gone, STALE if it is still there."""
+                     in_flight_after_ms: int | None = None, *,
+                     any_receipt: bool = False) -> list[str]:
+        """Delete each message whose latest receipt is the handle's (with `any_receipt`,
+        each message received since it came to this queue, whatever the handle's token;
+        and, given `in_flight_after_ms`, whose visibility lasts past it): OK if it was
+        deleted or is gone, STALE if it is still there."""
         ...
     async def drop(self, queue: QueueRecord, seqs: list[int]) -> list[int]:
         """Delete the queue's messages of these seqs that have no receipt (not received

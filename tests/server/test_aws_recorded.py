@@ -403,7 +403,9 @@ def test_actions_that_cannot_be_granted(sqs: Any, make_queue: QueueFactory) -> N
 
 def test_message_attribute_names_filters(sqs: Any, make_queue: QueueFactory) -> None:
     """MessageAttributeNames as AWS filters, with the MD5 of what is returned (recording,
-    test_receive_message_message_attribute_names_filters: the MD5s are AWS's)."""
+    test_receive_message_message_attribute_names_filters: the MD5s are AWS's). Names that
+    match none of the message's attributes give an empty map and no MD5 in JSON
+    ("only_non_existing_names": `"MessageAttributes": {}`)."""
     url = make_queue(VisibilityTimeout=0)
     sqs.send_message(QueueUrl=url, MessageBody="msg", MessageAttributes={
         "Help.Me": {"DataType": "String", "StringValue": "Me"},
@@ -419,8 +421,10 @@ def test_message_attribute_names_filters(sqs: Any, make_queue: QueueFactory) -> 
     for names, (expected, md5) in cases.items():
         [message] = sqs.receive_message(QueueUrl=url, MessageAttributeNames=list(names),
                                         WaitTimeSeconds=1)["Messages"]
-        assert set(message.get("MessageAttributes", {})) == expected, names
+        assert set(message["MessageAttributes"]) == expected, names
         assert message.get("MD5OfMessageAttributes") == md5, names
+    [bare] = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=1)["Messages"]
+    assert "MessageAttributes" not in bare  # none asked for ("empty_filter")
 
 
 def test_non_ascii_attribute_names(sqs: Any, make_queue: QueueFactory) -> None:
