@@ -107,6 +107,37 @@ def test_missing_parameter_json_and_query(raw: RawClient, make_queue: QueueFacto
                                   "The request must contain the parameter MessageGroupId.")
 
 
+def test_json_error_document_has_only_type_and_message(raw: RawClient) -> None:
+    """A JSON error's body is `__type` and `message` and nothing else, its Query code and
+    fault in the x-amzn-query-error header: the exact error botocore's own functional test
+    stubs as SQS's answer to a DeleteQueue of an unknown queue (boto/botocore,
+    tests/functional/test_sqs.py, test_query_compatible_error_parsing)."""
+    resp = raw.json_call("DeleteQueue", {"QueueUrl": f"http://x/{ACCOUNT_ID}/{unique()}"})
+    assert resp.status == 400
+    assert resp.json() == {"__type": "com.amazonaws.sqs#QueueDoesNotExist",
+                           "message": "The specified queue does not exist."}
+    assert resp.header("x-amzn-query-error") == "AWS.SimpleQueueService.NonExistentQueue;Sender"
+
+
+def test_receive_matching_no_attribute_in_query(raw: RawClient, make_queue: QueueFactory) -> None:
+    """MessageAttributeNames matching none of a message's attributes, in the Query
+    protocol: no MessageAttribute and no MD5OfMessageAttributes (an empty map has no XML
+    form; the 06-07-2023 recording of test_receive_message_message_attribute_names_filters,
+    made with the Query protocol, has neither in "only_non_existing_names")."""
+    url = make_queue()
+    raw.query({"Action": "SendMessage", "QueueUrl": url, "MessageBody": "msg",
+               "MessageAttribute.1.Name": "Hello",
+               "MessageAttribute.1.Value.DataType": "String",
+               "MessageAttribute.1.Value.StringValue": "There"})
+    resp = raw.query({"Action": "ReceiveMessage", "QueueUrl": url, "WaitTimeSeconds": "1",
+                      "MessageAttributeName.1": "Foo"})
+    assert resp.status == 200
+    message = strip_ns(resp.xml()).find("ReceiveMessageResult/Message")
+    assert message is not None and message.findtext("Body") == "msg"
+    assert message.find("MessageAttribute") is None
+    assert message.find("MD5OfMessageAttributes") is None
+
+
 def test_boto3_reports_the_query_codes(sqs: Any, make_queue: QueueFactory) -> None:
     """boto3 (awsQueryCompatible) reports the x-amzn-query-error code as Error.Code and the
     `__type` name as Error.QueryErrorCode, exactly as in AWS's recordings
