@@ -19,6 +19,7 @@ from conveyor.service.base import ServiceBase
 from conveyor.service.context import RequestContext, parse_arn
 from conveyor.sqs.errors import (
     BatchRequestTooLong,
+    EmptyValue,
     InvalidParameterValue,
     MissingParameter,
     ReceiptHandleIsInvalid,
@@ -93,6 +94,8 @@ class MessageActions(ServiceBase):
         failed, ready = [], []
         for entry in entries:
             try:  # the protocol layer made sure every entry has its required members
+                if entry["MessageBody"] == "":  # its own code in a batch (errors.py)
+                    raise EmptyValue("The request must contain the parameter MessageBody.")
                 ready.append((entry["Id"], self._new_message(ctx, queue, entry, now_ms)))
             except SqsError as error:
                 failed.append(_failure(entry["Id"], error))
@@ -168,8 +171,10 @@ class MessageActions(ServiceBase):
             raise invalid_value(delay, "DelaySeconds", "The request include parameter that is "
                                 "not valid for this queue type.")
         if not 0 <= delay <= self.limits.max_delay_s:
+            # Worded as AWS answers it, full stop and all (ballerina-platform/module-
+            # ballerinax-aws.sqs, its tests against SQS: testSendMessageWithInvalidDelay).
             raise invalid_value(delay, "DelaySeconds", "DelaySeconds must be >= 0 and <= "
-                                f"{self.limits.max_delay_s}")
+                                f"{self.limits.max_delay_s}.")
         return delay
 
     def _fifo_keys(self, queue: QueueRecord, req: Request,

@@ -52,7 +52,7 @@ def encode(result: dict[str, Any]) -> bytes:
 def encode_error(error: SqsError) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
     """The JSON shape of an error: `__type` the JSON name, `x-amzn-query-error` the Query
     code SDKs report (errors.py says where each comes from)."""
-    body = orjson.dumps({"__type": f"com.amazonaws.sqs#{error.code}",
+    body = orjson.dumps({"__type": f"{error.json_namespace}#{error.code}",
                          "message": error.message_for("json")})
     fault = "Sender" if error.sender_fault else "Receiver"
     headers = [(b"x-amzn-query-error", f"{error.query_code};{fault}".encode())]

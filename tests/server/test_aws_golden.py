@@ -1,0 +1,204 @@
+"""JSON-protocol exchanges as AWS answered them in a third set of public recordings.
+
+yavosh/pail keeps golden files of requests it sent to real SQS (test/diff/testdata/golden/
+sqs-*.json, made by the scenarios of test/diff/sqs_sns_test.go): for each step the HTTP
+status, the x-amzn-query-error header and the whole `__type`, and the body's keys. Each
+test below replays one scenario's steps, named as there, against a Conveyor server.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from tests.server.conftest import Launcher, QueueFactory
+from tests.server.helpers import RawClient, RawResponse, unique
+from tests.server.test_auth import ACCESS_KEY, SECRET_KEY
+from tests.support import ServerProcess
+
+SQS, CORAL = "com.amazonaws.sqs#", "com.amazon.coral.service#"
+
+
+def _error(resp: RawResponse) -> tuple[int, str, str]:
+    return resp.status, resp.json()["__type"], resp.header("x-amzn-query-error") or ""
+
+
+def _invalid_value() -> tuple[int, str, str]:
+    return 400, CORAL + "InvalidParameterValueException", "InvalidParameterValue;Sender"
+
+
+ERROR_STEPS: dict[str, tuple[str, dict[str, Any], tuple[int, str, str]]] = {
+    "create-queue-conflict": ("CreateQueue", {"QueueName": "{name}",
+                                              "Attributes": {"VisibilityTimeout": "60"}},
+                              (400, SQS + "QueueNameExists", "QueueAlreadyExists;Sender")),
+    "create-invalid-name": ("CreateQueue", {"QueueName": "{name} bad"}, _invalid_value()),
+    "get-attributes-invalid-name": ("GetQueueAttributes", {"AttributeNames": ["Bogus"]},
+                                    (400, SQS + "InvalidAttributeName",
+                                     "InvalidAttributeName;Sender")),
+    "set-attributes-invalid-value": ("SetQueueAttributes",
+                                     {"Attributes": {"VisibilityTimeout": "99999"}},
+                                     (400, SQS + "InvalidAttributeValue",
+                                      "InvalidAttributeValue;Sender")),
+    "set-attributes-unknown": ("SetQueueAttributes", {"Attributes": {"Bogus": "1"}},
+                               (400, SQS + "InvalidAttributeName", "InvalidAttributeName;Sender")),
+    "send-too-long": ("SendMessage", {"MessageBody": "x" * 1025}, _invalid_value()),
+    "send-invalid-chars": ("SendMessage", {"MessageBody": "\0"},
+                           (400, SQS + "InvalidMessageContents", "InvalidMessageContents;Sender")),
+    "send-empty-body": ("SendMessage", {"MessageBody": ""},
+                        (400, CORAL + "MissingRequiredParameterException",
+                         "MissingParameter;Sender")),
+    "receive-max-11": ("ReceiveMessage", {"MaxNumberOfMessages": 11}, _invalid_value()),
+    "receive-wait-21": ("ReceiveMessage", {"WaitTimeSeconds": 21}, _invalid_value()),
+    "get-queue-url-missing-name": ("GetQueueUrl", {}, _invalid_value()),
+    "unknown-operation": ("Bogus", {}, (400, CORAL + "UnknownOperationException",
+                                        "InvalidAction;Sender")),
+    "delete-garbage-handle": ("DeleteMessage", {"ReceiptHandle": "garbage"},
+                              (404, SQS + "ReceiptHandleIsInvalid",
+                               "ReceiptHandleIsInvalid;Sender")),
+}
+
+
+@pytest.mark.parametrize("step", list(ERROR_STEPS))
+def test_errors(raw: RawClient, step: str) -> None:
+    """Status, `__type` and x-amzn-query-error of each refused step (sqs-errors.json and
+    sqs-visibility.json: the step of the same name; the queue's MaximumMessageSize is 1024,
+    as the scenario's "set-max-size" makes it)."""
+    name = unique("golden")
+    url = raw.json_call("CreateQueue", {"QueueName": name, "Attributes": {
+        "VisibilityTimeout": "30", "MaximumMessageSize": "1024"}}).json()["QueueUrl"]
+    action, payload, expected = ERROR_STEPS[step]
+    payload = json.loads(json.dumps(payload).replace("{name}", name))
+    if "QueueName" not in payload and action not in ("GetQueueUrl", "Bogus"):
+        payload["QueueUrl"] = url
+    assert _error(raw.json_call(action, payload)) == expected
+
+
+def test_malformed_json(raw: RawClient) -> None:
+    """A body that is not JSON (sqs-errors.json, "malformed-json")."""
+    resp = raw.json_call("GetQueueUrl", raw_body=b"{")
+    assert _error(resp) == (400, CORAL + "SerializationException", "MalformedInput;Sender")
+
+
+def test_queue_life_and_tags(raw: RawClient) -> None:
+    """The same CreateQueue twice, a MessageGroupId on a standard queue (a fair queue's),
+    and tags: ListQueueTags of a queue without tags is `{}` (sqs-errors.json,
+    "create-queue-same", "send-fifo-field-standard-queue", "list-queue-tags-empty")."""
+    create = {"QueueName": unique("golden"), "Attributes": {"VisibilityTimeout": "30"}}
+    url = raw.json_call("CreateQueue", create).json()["QueueUrl"]
+    assert raw.json_call("CreateQueue", create).json() == {"QueueUrl": url}
+    sent = raw.json_call("SendMessage", {"QueueUrl": url, "MessageBody": "x",
+                                         "MessageGroupId": "g"})
+    assert sent.status == 200 and set(sent.json()) == {"MD5OfMessageBody", "MessageId"}
+    assert raw.json_call("TagQueue", {"QueueUrl": url, "Tags": {"env": "test"}}).json() == {}
+    assert raw.json_call("ListQueueTags", {"QueueUrl": url}).json() == {"Tags": {"env": "test"}}
+    assert raw.json_call("UntagQueue", {"QueueUrl": url, "TagKeys": ["env"]}).json() == {}
+    assert raw.json_call("ListQueueTags", {"QueueUrl": url}).json() == {}
+
+
+def test_visibility(raw: RawClient, make_queue: QueueFactory) -> None:
+    """sqs-visibility.json: a handle changed to 0 and then, the message not received
+    again, to 10 s: both 200, and the message is hidden again; deleting twice is 200."""
+    url = make_queue()
+    raw.json_call("SendMessage", {"QueueUrl": url, "MessageBody": "hello"})
+    [message] = raw.json_call("ReceiveMessage", {"QueueUrl": url, "VisibilityTimeout": 30,
+                                                 "WaitTimeSeconds": 5}).json()["Messages"]
+    assert set(message) == {"Body", "MD5OfBody", "MessageId", "ReceiptHandle"}
+    assert raw.json_call("ReceiveMessage", {"QueueUrl": url}).json() == {}
+    handle = {"QueueUrl": url, "ReceiptHandle": message["ReceiptHandle"]}
+    for seconds in (0, 10):
+        resp = raw.json_call("ChangeMessageVisibility", {**handle, "VisibilityTimeout": seconds})
+        assert (resp.status, resp.json()) == (200, {})
+    assert raw.json_call("ReceiveMessage", {"QueueUrl": url, "WaitTimeSeconds": 1}).json() == {}
+    counts = raw.json_call("GetQueueAttributes", {"QueueUrl": url, "AttributeNames": [
+        "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]}).json()
+    assert counts == {"Attributes": {"ApproximateNumberOfMessages": "0",
+                                     "ApproximateNumberOfMessagesNotVisible": "1"}}
+    for _ in range(2):
+        assert raw.json_call("DeleteMessage", handle).status == 200
+
+
+def test_batches(raw: RawClient, make_queue: QueueFactory) -> None:
+    """sqs-batches.json: a NUL body fails its entry alone; a MessageGroupId on a standard
+    queue is taken; a garbage handle fails its entry of a visibility or delete batch with
+    ReceiptHandleIsInvalid, SenderFault true."""
+    url = make_queue()
+    body = raw.json_call("SendMessageBatch", {"QueueUrl": url, "Entries": [
+        {"Id": "ok", "MessageBody": "fine"}, {"Id": "bad", "MessageBody": "\0"}]}).json()
+    assert [e["Id"] for e in body["Successful"]] == ["ok"]
+    assert [(f["Id"], f["Code"], f["SenderFault"]) for f in body["Failed"]] == [
+        ("bad", "InvalidMessageContents", True)]
+    body = raw.json_call("SendMessageBatch", {"QueueUrl": url, "Entries": [
+        {"Id": "ok", "MessageBody": "fine"},
+        {"Id": "fifo", "MessageBody": "fine", "MessageGroupId": "g"}]}).json()
+    assert set(body) == {"Successful"} and [e["Id"] for e in body["Successful"]] == ["ok", "fifo"]
+    [message] = raw.json_call("ReceiveMessage", {"QueueUrl": url, "MaxNumberOfMessages": 1,
+                                                 "WaitTimeSeconds": 5}).json()["Messages"]
+    for action, extra in (("ChangeMessageVisibilityBatch", {"VisibilityTimeout": 0}),
+                          ("DeleteMessageBatch", {})):
+        body = raw.json_call(action, {"QueueUrl": url, "Entries": [
+            {"Id": "x", "ReceiptHandle": message["ReceiptHandle"], **extra},
+            {"Id": "y", "ReceiptHandle": "garbage", **extra}]}).json()
+        assert body["Successful"] == [{"Id": "x"}]
+        assert [(f["Id"], f["Code"], f["SenderFault"]) for f in body["Failed"]] == [
+            ("y", "ReceiptHandleIsInvalid", True)]
+
+
+def test_dead_letters(raw: RawClient, make_queue: QueueFactory) -> None:
+    """sqs-dead-letter.json: redrive policies refused with InvalidParameterValue (a FIFO
+    dead-letter queue for a standard source, a maxReceiveCount of 0, a target that does not
+    exist, a target whose RedriveAllowPolicy denies all); a message received once with
+    maxReceiveCount 1 moves at the next receive, and the dead-letter queue's first receive
+    shows ApproximateReceiveCount 2 and the source's ARN."""
+    name = unique("golden")
+    dlq = raw.json_call("CreateQueue", {"QueueName": name + "-dlq"}).json()["QueueUrl"]
+    fifo_dlq = make_queue(fifo=True)
+    arn_of = {url: raw.json_call("GetQueueAttributes", {"QueueUrl": url, "AttributeNames": [
+        "QueueArn"]}).json()["Attributes"]["QueueArn"] for url in (dlq, fifo_dlq)}
+
+    def create_source(target: str, count: int) -> RawResponse:
+        return raw.json_call("CreateQueue", {"QueueName": name, "Attributes": {
+            "RedrivePolicy": json.dumps({"deadLetterTargetArn": target,
+                                         "maxReceiveCount": count})}})
+
+    assert _error(create_source(arn_of[fifo_dlq], 1)) == _invalid_value()
+    assert _error(create_source(arn_of[dlq], 0)) == _invalid_value()
+    assert _error(create_source(arn_of[dlq] + "-nope", 1)) == _invalid_value()
+    raw.json_call("SetQueueAttributes", {"QueueUrl": dlq, "Attributes": {
+        "RedriveAllowPolicy": json.dumps({"redrivePermission": "denyAll"})}})
+    assert _error(create_source(arn_of[dlq], 1)) == _invalid_value()
+    raw.json_call("SetQueueAttributes", {"QueueUrl": dlq, "Attributes": {
+        "RedriveAllowPolicy": json.dumps({"redrivePermission": "allowAll"})}})
+    source = create_source(arn_of[dlq], 1).json()["QueueUrl"]
+    raw.json_call("SendMessage", {"QueueUrl": source, "MessageBody": "poison"})
+    receive = {"MessageSystemAttributeNames": ["All"], "VisibilityTimeout": 0,
+               "WaitTimeSeconds": 1}
+    [once] = raw.json_call("ReceiveMessage", {"QueueUrl": source, **receive}).json()["Messages"]
+    assert once["Attributes"]["ApproximateReceiveCount"] == "1"
+    assert raw.json_call("ReceiveMessage", {"QueueUrl": source, **receive}).json() == {}
+    [moved] = raw.json_call("ReceiveMessage", {"QueueUrl": dlq, **receive}).json()["Messages"]
+    assert moved["Body"] == "poison"
+    assert moved["Attributes"]["ApproximateReceiveCount"] == "2"
+    assert moved["Attributes"]["DeadLetterQueueSourceArn"] == arn_of[dlq][:-4]
+
+
+@pytest.fixture(scope="module")
+def keyed(launch: Launcher) -> ServerProcess:
+    """A server that takes only requests signed with the authentication tests' key."""
+    return launch("--mode", "relaxed", "--access-key", f"{ACCESS_KEY}:{SECRET_KEY}")
+
+
+@pytest.mark.parametrize(("key", "secret", "sign", "expected"), [
+    (None, None, False, (403, CORAL + "AccessDeniedException", "AccessDenied;Sender")),
+    ("AKIDUNKNOWN", SECRET_KEY, True,
+     (403, CORAL + "UnrecognizedClientException", "InvalidClientTokenId;Sender")),
+    (ACCESS_KEY, "wrong", True,
+     (403, CORAL + "InvalidSignatureException", "SignatureDoesNotMatch;Sender")),
+], ids=["no-credentials", "unknown-key", "bad-signature"])
+def test_auth_errors(keyed: ServerProcess, key: str | None, secret: str | None, sign: bool,
+                     expected: tuple[int, str, str]) -> None:
+    """sqs-auth-errors.json: a ListQueues without credentials, with a key AWS does not
+    know, and with a wrong signature."""
+    raw = RawClient(keyed.url, access_key=key or ACCESS_KEY, secret_key=secret or SECRET_KEY)
+    assert _error(raw.json_call("ListQueues", {"QueueNamePrefix": "x"}, sign=sign)) == expected
