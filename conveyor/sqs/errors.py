@@ -92,14 +92,15 @@ WIRE: dict[str, Wire] = {
     # A Query request without an Action: AWS answers 404 and a bare
     # <UnknownOperationException/> (test_get_without_query_returns_unknown_operation).
     "MissingAction":                Wire("UnknownOperationException", "UnknownOperationException", 404, _S, _CORAL),  # noqa: E501
-    # A body that cannot be decoded: pail's recording "malformed-json" (MalformedInput).
+    # A body that cannot be decoded, or is no JSON object: pail's recordings "malformed-json",
+    # "body-array", "body-string" (MalformedInput).
     "MalformedRequest":             Wire("SerializationException", "MalformedInput", 400, _S, _CORAL),  # noqa: E501
     # The signature errors' JSON names as recorded (pail's sqs-auth-errors.json); with no
     # credentials at all AWS answers AccessDenied ("no-credentials").
     "InvalidClientTokenId":         Wire("UnrecognizedClientException", "InvalidClientTokenId", 403, _S, _CORAL),  # noqa: E501
     "SignatureDoesNotMatch":        Wire("InvalidSignatureException", "SignatureDoesNotMatch", 403, _S, _CORAL),  # noqa: E501
     "MissingAuthenticationToken":   Wire("AccessDeniedException", "AccessDenied", 403, _S, _CORAL),  # noqa: E501
-    "IncompleteSignature":          Wire("IncompleteSignature", "IncompleteSignature", 400, _S),
+    "IncompleteSignature":          Wire("IncompleteSignatureException", "IncompleteSignature", 400, _S, _CORAL),  # noqa: E501
     "AccessDenied":                 Wire("AccessDeniedException", "AccessDenied", 403, _S, _CORAL),  # noqa: E501
     "RequestTooLarge":              Wire("RequestEntityTooLarge", "RequestEntityTooLarge", 413, _S),  # noqa: E501
     "InternalError":                Wire("InternalFailure", "InternalError", 500, _R),

@@ -31,8 +31,11 @@ def decode(target: str, body: bytes,
     if not action:
         raise InvalidAction(f"Unrecognized operation: {target[:100]}")
     check = shapes.json_checker(action)  # an unknown action before a malformed body
+    request = _load(body)
+    if not isinstance(request, dict):  # AWS: MalformedInput for `[]` or `"x"` (errors.py)
+        raise MalformedRequest("The request body must be a JSON object.")
     try:
-        return action, check(_load(body))
+        return action, check(request)
     except SqsError as error:
         error.action = action
         raise

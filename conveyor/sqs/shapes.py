@@ -16,7 +16,13 @@ from typing import Any
 from botocore.loaders import Loader
 from botocore.model import ListShape, MapShape, ServiceModel, Shape, StructureShape
 
-from conveyor.sqs.errors import InvalidAction, InvalidParameterValue, MissingParameter
+from conveyor.sqs.errors import (
+    InvalidAction,
+    InvalidParameterValue,
+    MissingParameter,
+    QueueDoesNotExist,
+    SqsError,
+)
 
 # Query-era element names that the JSON model no longer carries, by member name.
 _QUERY_NAMES = {
@@ -303,19 +309,24 @@ def _require(shape: StructureShape, out: Mapping[str, Any], path: str) -> None:
             raise missing(path + name)
 
 
-# Required members whose absence AWS reports as an invalid value: a CreateQueue or
-# GetQueueUrl without QueueName (LocalStack's AWS-validated TestMissingParameter.
-# test_sqs_create_queue, Query protocol; the JSON protocol's "get-queue-url-missing-name"
-# recorded from AWS in yavosh/pail, test/diff/testdata/golden/sqs-errors.json).
-_ABSENT_AS_INVALID = {
-    "QueueName": "Value for parameter QueueName is invalid. Reason: Must specify a queue name.",
+# Required members whose absence AWS reports otherwise than MissingParameter: a CreateQueue
+# or GetQueueUrl without QueueName is an invalid value (LocalStack's AWS-validated
+# TestMissingParameter.test_sqs_create_queue, Query protocol; the JSON protocol's
+# "get-queue-url-missing-name" recorded from AWS in yavosh/pail,
+# test/diff/testdata/golden/sqs-errors.json); a request without QueueUrl names no queue
+# (the same recordings, sqs-edge-cases.json, "send-missing-queue-url").
+_ABSENT_AS: dict[str, Callable[[], SqsError]] = {
+    "QueueName": lambda: InvalidParameterValue(
+        "Value for parameter QueueName is invalid. Reason: Must specify a queue name."),
+    "QueueUrl": QueueDoesNotExist,
 }
 
 
-def missing(path: str) -> InvalidParameterValue | MissingParameter:
+def missing(path: str) -> SqsError:
     """The error for a required member `path` that the request leaves out."""
-    if path in _ABSENT_AS_INVALID:
-        return InvalidParameterValue(_ABSENT_AS_INVALID[path])
+    absent = _ABSENT_AS.get(path)
+    if absent is not None:
+        return absent()
     return MissingParameter(f"The request must contain the parameter {path}.")
 
 

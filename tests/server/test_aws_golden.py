@@ -57,28 +57,80 @@ ERROR_STEPS: dict[str, tuple[str, dict[str, Any], tuple[int, str, str]]] = {
     "delete-garbage-handle": ("DeleteMessage", {"ReceiptHandle": "garbage"},
                               (404, SQS + "ReceiptHandleIsInvalid",
                                "ReceiptHandleIsInvalid;Sender")),
+    # sqs-edge-cases.json
+    "send-missing-queue-url": ("SendMessage", {"QueueUrl": None, "MessageBody": "x"},
+                               (400, SQS + "QueueDoesNotExist",
+                                "AWS.SimpleQueueService.NonExistentQueue;Sender")),
+    "delete-missing-receipt-handle": ("DeleteMessage", {},
+                                      (400, CORAL + "MissingRequiredParameterException",
+                                       "MissingParameter;Sender")),
+    "change-visibility-missing-timeout": ("ChangeMessageVisibility", {"ReceiptHandle": "garbage"},
+                                          (400, CORAL + "MissingRequiredParameterException",
+                                           "MissingParameter;Sender")),
+    "send-dedup-id-standard": ("SendMessage", {"MessageBody": "x", "MessageDeduplicationId": "d"},
+                               _invalid_value()),
+    "send-string-list-values": ("SendMessage", {"MessageBody": "x", "MessageAttributes": {
+        "a": {"DataType": "String", "StringListValues": ["v"]}}},
+        (400, SQS + "UnsupportedOperation", "AWS.SimpleQueueService.UnsupportedOperation;Sender")),
+    "send-binary-list-values": ("SendMessage", {"MessageBody": "x", "MessageAttributes": {
+        "a": {"DataType": "Binary", "BinaryListValues": ["AQID"]}}},
+        (400, SQS + "UnsupportedOperation", "AWS.SimpleQueueService.UnsupportedOperation;Sender")),
+    "set-fifo-false-standard": ("SetQueueAttributes", {"Attributes": {"FifoQueue": "false"}},
+                                (400, SQS + "InvalidAttributeName", "InvalidAttributeName;Sender")),
+    "create-fifo-false-standard": ("CreateQueue", {"QueueName": "{name}-std",
+                                                   "Attributes": {"FifoQueue": "false"}},
+                                   (400, SQS + "InvalidAttributeName",
+                                    "InvalidAttributeName;Sender")),
+    "allow-by-queue-no-arns": ("SetQueueAttributes", {"Attributes": {
+        "RedriveAllowPolicy": '{"redrivePermission":"byQueue"}'}}, _invalid_value()),
+    "allow-all-with-arns": ("SetQueueAttributes", {"Attributes": {
+        "RedriveAllowPolicy": '{"redrivePermission":"allowAll","sourceQueueArns":["{arn}"]}'}},
+        _invalid_value()),
 }
 
 
 @pytest.mark.parametrize("step", list(ERROR_STEPS))
 def test_errors(raw: RawClient, step: str) -> None:
-    """Status, `__type` and x-amzn-query-error of each refused step (sqs-errors.json and
-    sqs-visibility.json: the step of the same name; the queue's MaximumMessageSize is 1024,
-    as the scenario's "set-max-size" makes it)."""
+    """Status, `__type` and x-amzn-query-error of each refused step (sqs-errors.json,
+    sqs-visibility.json and sqs-edge-cases.json: the step of the same name; the queue's
+    MaximumMessageSize is 1024, as the scenario's "set-max-size" makes it)."""
     name = unique("golden")
     url = raw.json_call("CreateQueue", {"QueueName": name, "Attributes": {
         "VisibilityTimeout": "30", "MaximumMessageSize": "1024"}}).json()["QueueUrl"]
     action, payload, expected = ERROR_STEPS[step]
-    payload = json.loads(json.dumps(payload).replace("{name}", name))
-    if "QueueName" not in payload and action not in ("GetQueueUrl", "Bogus"):
-        payload["QueueUrl"] = url
+    text = json.dumps(payload).replace("{name}", name).replace("{arn}", _arn(raw, url))
+    payload = {"QueueUrl": url, **json.loads(text)}
+    if "QueueName" in payload or action in ("GetQueueUrl", "Bogus") or not payload["QueueUrl"]:
+        del payload["QueueUrl"]
     assert _error(raw.json_call(action, payload)) == expected
 
 
-def test_malformed_json(raw: RawClient) -> None:
-    """A body that is not JSON (sqs-errors.json, "malformed-json")."""
-    resp = raw.json_call("GetQueueUrl", raw_body=b"{")
+def _arn(raw: RawClient, url: str) -> str:
+    return raw.json_call("GetQueueAttributes", {"QueueUrl": url, "AttributeNames": [
+        "QueueArn"]}).json()["Attributes"]["QueueArn"]
+
+
+@pytest.mark.parametrize("body", [b"{", b"[]", b'"x"'])
+def test_malformed_json(raw: RawClient, body: bytes) -> None:
+    """A body that is not JSON, or not a JSON object (sqs-errors.json, "malformed-json";
+    sqs-edge-cases.json, "body-array", "body-string")."""
+    resp = raw.json_call("GetQueueUrl", raw_body=body)
     assert _error(resp) == (400, CORAL + "SerializationException", "MalformedInput;Sender")
+
+
+def test_redrive_to_itself_and_allow_by_queue(raw: RawClient, make_queue: QueueFactory) -> None:
+    """A queue may be its own dead-letter queue, and allow itself by ARN
+    (sqs-edge-cases.json, "redrive-to-self", "allow-by-queue", "get-allow-by-queue")."""
+    url = make_queue()
+    arn = _arn(raw, url)
+    policy = json.dumps({"deadLetterTargetArn": arn, "maxReceiveCount": 1})
+    allow = {"redrivePermission": "byQueue", "sourceQueueArns": [arn]}
+    for attributes in ({"RedrivePolicy": policy}, {"RedriveAllowPolicy": json.dumps(allow)}):
+        resp = raw.json_call("SetQueueAttributes", {"QueueUrl": url, "Attributes": attributes})
+        assert (resp.status, resp.json()) == (200, {})
+    got = raw.json_call("GetQueueAttributes", {"QueueUrl": url, "AttributeNames": [
+        "RedriveAllowPolicy"]}).json()["Attributes"]["RedriveAllowPolicy"]
+    assert json.loads(got) == allow
 
 
 def test_queue_life_and_tags(raw: RawClient) -> None:
@@ -202,3 +254,13 @@ def test_auth_errors(keyed: ServerProcess, key: str | None, secret: str | None, 
     know, and with a wrong signature."""
     raw = RawClient(keyed.url, access_key=key or ACCESS_KEY, secret_key=secret or SECRET_KEY)
     assert _error(raw.json_call("ListQueues", {"QueueNamePrefix": "x"}, sign=sign)) == expected
+
+
+def test_incomplete_signature(keyed: ServerProcess) -> None:
+    """An Authorization header with nothing but a bogus Credential (sqs-edge-cases.json,
+    "incomplete-signature")."""
+    resp = RawClient(keyed.url).request("POST", "/", b'{"QueueNamePrefix":"x"}', {
+        "Content-Type": "application/x-amz-json-1.0", "X-Amz-Target": "AmazonSQS.ListQueues",
+        "Authorization": "AWS4-HMAC-SHA256 Credential=bogus"}, sign=False)
+    assert _error(resp) == (400, CORAL + "IncompleteSignatureException",
+                            "IncompleteSignature;Sender")

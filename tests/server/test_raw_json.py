@@ -164,9 +164,10 @@ def test_wrong_batch_shapes_change_nothing(raw: RawClient, sqs: Any, make_queue:
 
 
 def test_missing_required_parameters(raw: RawClient, make_queue: QueueFactory) -> None:
-    """A missing QueueName is an invalid value, as AWS answers (LocalStack's AWS-validated
-    TestMissingParameter.test_sqs_create_queue; yavosh/pail's recording of AWS,
-    test/diff/testdata/golden/sqs-errors.json, "get-queue-url-missing-name")."""
+    """A missing QueueName is an invalid value and a missing QueueUrl names no queue, as
+    AWS answers (LocalStack's AWS-validated TestMissingParameter.test_sqs_create_queue;
+    yavosh/pail's recordings of AWS, test/diff/testdata/golden/sqs-errors.json,
+    "get-queue-url-missing-name", and sqs-edge-cases.json, "send-missing-queue-url")."""
     url = make_queue()
     assert_json_error(raw.json_call("SendMessage", {"QueueUrl": url}), "MissingParameter")
     assert_json_error(raw.json_call("CreateQueue", {}), "InvalidParameterValue")
@@ -175,7 +176,7 @@ def test_missing_required_parameters(raw: RawClient, make_queue: QueueFactory) -
                                     {"QueueUrl": url, "ReceiptHandle": "x"}),
                       "MissingParameter")
     assert_json_error(raw.json_call("SendMessage", {"MessageBody": "x"}),
-                      {"MissingParameter", "InvalidAddress"})
+                      "AWS.SimpleQueueService.NonExistentQueue")
 
 
 def test_missing_target(raw: RawClient) -> None:
