@@ -29,6 +29,13 @@ JavaScript v3, Java v2 and Go v2 report as the error's code (botocore: parsers.p
   `AWS.SimpleQueueService.*` codes) and the move-task recordings
   (tests/aws/services/sqs/test_sqs_move_task.snapshot.json: ResourceNotFoundException, 404).
   The current JSON model dropped those traits; the wire kept them.
+- Whole JSON answers (status, `__type` with its namespace, x-amzn-query-error) recorded from
+  AWS in yavosh/pail, test/diff/testdata/golden/sqs-*.json: the request layer's errors
+  (InvalidParameterValueException, MissingRequiredParameterException,
+  UnknownOperationException, SerializationException, the signature errors) carry
+  `com.amazon.coral.service#`, SQS's own `com.amazonaws.sqs#`; ReceiptHandleIsInvalid is
+  HTTP 404. The JSON body holds `__type` and `message` only (botocore's own test of SQS's
+  errors, tests/functional/test_sqs.py, stubs exactly that).
 """
 
 from __future__ import annotations

@@ -146,12 +146,15 @@ class Claim(Protocol):
                           now_ms: int) -> None:
         """Move these claimed messages to the dead-letter queue, visible and with no
         receipt, remembering where they came from. Each keeps its receive count (less this
-        claim, which delivered nothing) and its first receive: AWS shows a dead letter's
-        ApproximateReceiveCount carried on from the source queue, maxReceiveCount + 1 at
-        its first receive there (a drill against SQS, eu-west-3: received 5 times with
-        maxReceiveCount 5, then "ApproximateReceiveCount": "6" in the dead-letter queue;
-        a Lambda event from a dead-letter queue, ap-southeast-1: "3", with the source's
-        ApproximateFirstReceiveTimestamp 4 ms after its SentTimestamp)."""
+        claim, which delivered nothing) and its first receive: ApproximateReceiveCount is
+        "the number of times a message has been received across all queues but not
+        deleted" (SQS API reference, ReceiveMessage; botocore's model), so a dead letter
+        shows maxReceiveCount + 1 at its first receive there (recorded from AWS in
+        yavosh/pail, test/diff/testdata/golden/sqs-dead-letter.json: maxReceiveCount 1,
+        "ApproximateReceiveCount: 2" from the dead-letter queue; a drill against SQS:
+        maxReceiveCount 5, then "6"; a Lambda event from a dead-letter queue carried the
+        source's ApproximateFirstReceiveTimestamp, 4 ms after its SentTimestamp). The
+        dead-letter queue's own maxReceiveCount counts the same receives."""
 
 
 class Held(Protocol):

@@ -264,3 +264,113 @@ def test_incomplete_signature(keyed: ServerProcess) -> None:
         "Authorization": "AWS4-HMAC-SHA256 Credential=bogus"}, sign=False)
     assert _error(resp) == (400, CORAL + "IncompleteSignatureException",
                             "IncompleteSignature;Sender")
+
+
+def test_message_attributes(raw: RawClient, make_queue: QueueFactory) -> None:
+    """sqs-message-attributes.json: AWS's MD5s of three attributes (String, Number,
+    Binary) and of the one a filter by name or by prefix keeps; a standard queue's system
+    attributes under "All"; no attributes when none are asked for."""
+    url = make_queue()
+    sent = raw.json_call("SendMessage", {"QueueUrl": url, "MessageBody": "hello",
+                                         "MessageAttributes": {
+        "color": {"DataType": "String", "StringValue": "blue"},
+        "count": {"DataType": "Number", "StringValue": "3"},
+        "blob": {"DataType": "Binary", "BinaryValue": "AQID"}}}).json()
+    assert sent["MD5OfMessageAttributes"] == "d838729972a4b70e2d2acd9d59ac847c"
+    receive = {"QueueUrl": url, "WaitTimeSeconds": 5, "VisibilityTimeout": 0}
+    [every] = raw.json_call("ReceiveMessage", {
+        **receive, "MaxNumberOfMessages": 1, "MessageAttributeNames": ["All"],
+        "MessageSystemAttributeNames": ["All"]}).json()["Messages"]
+    assert every["MD5OfMessageAttributes"] == "d838729972a4b70e2d2acd9d59ac847c"
+    assert every["MessageAttributes"]["blob"] == {"DataType": "Binary", "BinaryValue": "AQID"}
+    assert set(every["Attributes"]) == {"ApproximateFirstReceiveTimestamp",
+                                        "ApproximateReceiveCount", "SenderId", "SentTimestamp"}
+    for names in (["color"], ["col.*"]):
+        [some] = raw.json_call("ReceiveMessage", {
+            **receive, "MessageAttributeNames": names}).json()["Messages"]
+        assert some["MD5OfMessageAttributes"] == "da1b33cc3cbfe8b1630921e78e6b9880"
+        assert some["MessageAttributes"] == {"color": {"DataType": "String",
+                                                       "StringValue": "blue"}}
+    [bare] = raw.json_call("ReceiveMessage", receive).json()["Messages"]
+    assert set(bare) == {"Body", "MD5OfBody", "MessageId", "ReceiptHandle"}
+
+
+def test_fifo(raw: RawClient) -> None:
+    """sqs-fifo.json: a new FIFO queue's attributes (SQS-managed encryption on), its
+    refusals (FifoQueue changed, FifoQueue on a name without .fifo, .fifo without
+    FifoQueue, no group, no deduplication id, a per-message delay), a duplicate answered
+    with the first's id, a group held while its head is in flight, and content-based
+    deduplication's id: the SHA-256 of the body."""
+    name = unique("golden")
+    url = raw.json_call("CreateQueue", {"QueueName": name + ".fifo",
+                                        "Attributes": {"FifoQueue": "true"}}).json()["QueueUrl"]
+    attributes = raw.json_call("GetQueueAttributes", {"QueueUrl": url, "AttributeNames": [
+        "All"]}).json()["Attributes"]
+    assert {k: v for k, v in attributes.items() if not k.endswith("Timestamp")} == {
+        "ApproximateNumberOfMessages": "0", "ApproximateNumberOfMessagesDelayed": "0",
+        "ApproximateNumberOfMessagesNotVisible": "0", "ContentBasedDeduplication": "false",
+        "DeduplicationScope": "queue", "DelaySeconds": "0", "FifoQueue": "true",
+        "FifoThroughputLimit": "perQueue", "MaximumMessageSize": "1048576",
+        "MessageRetentionPeriod": "345600", "QueueArn": _arn(raw, url),
+        "ReceiveMessageWaitTimeSeconds": "0", "SqsManagedSseEnabled": "true",
+        "VisibilityTimeout": "30"}
+    assert _error(raw.json_call("SetQueueAttributes", {"QueueUrl": url, "Attributes": {
+        "FifoQueue": "false"}})) == (400, SQS + "InvalidAttributeValue",
+                                     "InvalidAttributeValue;Sender")
+    for create in ({"QueueName": name + "-std", "Attributes": {"FifoQueue": "true"}},
+                   {"QueueName": name + "-noattr.fifo"}):
+        assert _error(raw.json_call("CreateQueue", create)) == _invalid_value()
+
+    def send(**fields: Any) -> RawResponse:
+        return raw.json_call("SendMessage", {"QueueUrl": url, **fields})
+
+    assert _error(send(MessageBody="x", MessageDeduplicationId="d0")) == (
+        400, CORAL + "MissingRequiredParameterException", "MissingParameter;Sender")
+    assert _error(send(MessageBody="x", MessageGroupId="a")) == _invalid_value()
+    assert _error(send(MessageBody="x", MessageGroupId="a", MessageDeduplicationId="d0",
+                       DelaySeconds=5)) == _invalid_value()
+    first = send(MessageBody="a1", MessageGroupId="a", MessageDeduplicationId="1").json()
+    assert send(MessageBody="a1", MessageGroupId="a", MessageDeduplicationId="1").json() == first
+    send(MessageBody="a2", MessageGroupId="a", MessageDeduplicationId="2")
+    receive = {"QueueUrl": url, "MaxNumberOfMessages": 1, "WaitTimeSeconds": 5}
+    [a1] = raw.json_call("ReceiveMessage", {**receive, "MessageSystemAttributeNames": [
+        "All"]}).json()["Messages"]
+    assert a1["Body"] == "a1"
+    assert set(a1["Attributes"]) == {
+        "ApproximateFirstReceiveTimestamp", "ApproximateReceiveCount", "MessageDeduplicationId",
+        "MessageGroupId", "SenderId", "SentTimestamp", "SequenceNumber"}
+    assert raw.json_call("ReceiveMessage", {"QueueUrl": url}).json() == {}
+    raw.json_call("DeleteMessage", {"QueueUrl": url, "ReceiptHandle": a1["ReceiptHandle"]})
+    [a2] = raw.json_call("ReceiveMessage", receive).json()["Messages"]
+    assert a2["Body"] == "a2"
+    cbd = raw.json_call("CreateQueue", {"QueueName": name + "-cbd.fifo", "Attributes": {
+        "FifoQueue": "true", "ContentBasedDeduplication": "true"}}).json()["QueueUrl"]
+    for _ in range(2):
+        raw.json_call("SendMessage", {"QueueUrl": cbd, "MessageBody": "same",
+                                      "MessageGroupId": "g"})
+    [same] = raw.json_call("ReceiveMessage", {
+        "QueueUrl": cbd, "MaxNumberOfMessages": 10, "WaitTimeSeconds": 5,
+        "MessageSystemAttributeNames": ["MessageDeduplicationId"]}).json()["Messages"]
+    assert same["Attributes"] == {"MessageDeduplicationId": (
+        "0967115f2813a3541eaef77de9d9d5773f1c0c04314b0bbfe4ff3b3b1c55b5d5")}
+
+
+def test_fair_queue(raw: RawClient, make_queue: QueueFactory) -> None:
+    """sqs-fair-queue.json: a standard queue refuses FIFO attributes and deduplication
+    ids but keeps a MessageGroupId and returns it among "All" system attributes."""
+    url = make_queue()
+    assert _error(raw.json_call("SetQueueAttributes", {"QueueUrl": url, "Attributes": {
+        "ContentBasedDeduplication": "true"}})) == (400, SQS + "InvalidAttributeName",
+                                                    "InvalidAttributeName;Sender")
+    assert _error(raw.json_call("SendMessage", {"QueueUrl": url, "MessageBody": "x",
+                                                "MessageDeduplicationId": "d1"})) == (
+        _invalid_value())
+    raw.json_call("SendMessage", {"QueueUrl": url, "MessageBody": "tenant",
+                                  "MessageGroupId": "tenant-a"})
+    [message] = raw.json_call("ReceiveMessage", {"QueueUrl": url, "WaitTimeSeconds": 5,
+                                                 "MessageSystemAttributeNames": ["All"]}
+                              ).json()["Messages"]
+    assert message["Attributes"]["MessageGroupId"] == "tenant-a"
+    assert set(message["Attributes"]) == {"ApproximateFirstReceiveTimestamp",
+                                          "ApproximateReceiveCount", "MessageGroupId",
+                                          "SenderId", "SentTimestamp"}

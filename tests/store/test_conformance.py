@@ -185,10 +185,13 @@ def test_a_message_moves_when_its_receive_count_would_exceed_the_maximum(
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_dead_letters_keep_their_receive_count(kind: str, tmp_path: Path) -> None:
-    """A dead letter's ApproximateReceiveCount goes on from the source queue's: at its
-    first receive in the dead-letter queue it is maxReceiveCount + 1, and its
-    ApproximateFirstReceiveTimestamp is its first receive in the source queue. Both as AWS
-    was seen answering: a drill against SQS (eu-west-3) received a message 5 times with
+    """A dead letter's ApproximateReceiveCount goes on from the source queue's ("the number
+    of times a message has been received across all queues", SQS API reference,
+    ReceiveMessage): at its first receive in the dead-letter queue it is maxReceiveCount
+    + 1, and its ApproximateFirstReceiveTimestamp is its first receive in the source queue.
+    Both as AWS was seen answering (yavosh/pail's recording sqs-dead-letter.json:
+    maxReceiveCount 1, then 2 in the dead-letter queue; tests/server/test_aws_golden.py
+    replays it): a drill against SQS (eu-west-3) received a message 5 times with
     maxReceiveCount 5 (counts 1 to 5), then read it from the dead-letter queue with
     "ApproximateReceiveCount": "6"; a Lambda event from a dead-letter queue
     (ap-southeast-1) carried "ApproximateReceiveCount": "3" and an
