@@ -666,3 +666,26 @@ def test_query_error_shape_has_type(raw: RawClient) -> None:
     """<Type>Sender</Type> in a Query error (validated: test_invalid_action_raises_exception)."""
     root = strip_ns(raw.query({"Action": "FooBar"}).xml())
     assert root.findtext("Error/Type") == "Sender"
+
+
+@pytest.mark.parametrize(("params", "expected"), [
+    # LocalStack's AWS-validated TestMissingParameter.test_sqs_create_queue
+    ({"Action": "CreateQueue", "FooBar": "baz"},
+     (400, "Sender", "InvalidParameterValue",
+      "Value for parameter QueueName is invalid. Reason: Must specify a queue name.")),
+    # LocalStack's AWS-validated TestMissingParameter.test_sqs_send_message
+    ({"Action": "SetQueueAttributes", "Version": "2012-11-05", "QueueUrl": "{url}"},
+     (400, "Sender", "MissingParameter",
+      "The request must contain the parameter Attribute.Name.")),
+    # yavosh/pail's recording (JSON) of "delete-garbage-handle": the same status and code
+    # in Query (the wording is not recorded)
+    ({"Action": "DeleteMessage", "QueueUrl": "{url}", "ReceiptHandle": "garbage"},
+     (404, "Sender", "ReceiptHandleIsInvalid", None)),
+], ids=["create-without-name", "set-without-attributes", "garbage-handle"])
+def test_query_errors_as_validated(raw: RawClient, make_queue: QueueFactory,
+                                   params: dict[str, str], expected: tuple) -> None:
+    """Query-protocol errors as AWS answers them (the sources beside each case)."""
+    url = make_queue()
+    resp = raw.query({k: v.replace("{url}", url) for k, v in params.items()})
+    status, fault, code, message = _query_error(resp)
+    assert (status, fault, code, message if expected[3] else None) == expected
