@@ -374,3 +374,29 @@ def test_fair_queue(raw: RawClient, make_queue: QueueFactory) -> None:
     assert set(message["Attributes"]) == {"ApproximateFirstReceiveTimestamp",
                                           "ApproximateReceiveCount", "MessageGroupId",
                                           "SenderId", "SentTimestamp"}
+
+
+def test_queue_basics(raw: RawClient) -> None:
+    """sqs-queue-basics.json: a new standard queue's attributes (SQS-managed encryption
+    on), a received message's keys, an unknown name, ListQueues by prefix."""
+    name = unique("golden")
+    url = raw.json_call("CreateQueue", {"QueueName": name}).json()["QueueUrl"]
+    assert raw.json_call("GetQueueUrl", {"QueueName": name}).json() == {"QueueUrl": url}
+    attributes = raw.json_call("GetQueueAttributes", {"QueueUrl": url, "AttributeNames": [
+        "All"]}).json()["Attributes"]
+    assert {k: v for k, v in attributes.items() if not k.endswith("Timestamp")} == {
+        "ApproximateNumberOfMessages": "0", "ApproximateNumberOfMessagesDelayed": "0",
+        "ApproximateNumberOfMessagesNotVisible": "0", "DelaySeconds": "0",
+        "MaximumMessageSize": "1048576", "MessageRetentionPeriod": "345600",
+        "QueueArn": _arn(raw, url), "ReceiveMessageWaitTimeSeconds": "0",
+        "SqsManagedSseEnabled": "true", "VisibilityTimeout": "30"}
+    assert attributes["CreatedTimestamp"].isdigit()
+    assert attributes["LastModifiedTimestamp"].isdigit()
+    raw.json_call("SendMessage", {"QueueUrl": url, "MessageBody": "hello"})
+    [message] = raw.json_call("ReceiveMessage", {"QueueUrl": url, "MaxNumberOfMessages": 1,
+                                                 "WaitTimeSeconds": 5}).json()["Messages"]
+    assert message["MD5OfBody"] == "5d41402abc4b2a76b9719d911017c592"
+    assert set(message) == {"Body", "MD5OfBody", "MessageId", "ReceiptHandle"}
+    assert _error(raw.json_call("GetQueueUrl", {"QueueName": name + "-missing"})) == (
+        400, SQS + "QueueDoesNotExist", "AWS.SimpleQueueService.NonExistentQueue;Sender")
+    assert raw.json_call("ListQueues", {"QueueNamePrefix": name}).json() == {"QueueUrls": [url]}
