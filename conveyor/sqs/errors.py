@@ -29,6 +29,10 @@ JavaScript v3, Java v2 and Go v2 report as the error's code (botocore: parsers.p
   `AWS.SimpleQueueService.*` codes) and the move-task recordings
   (tests/aws/services/sqs/test_sqs_move_task.snapshot.json: ResourceNotFoundException, 404).
   The current JSON model dropped those traits; the wire kept them.
+- The current Smithy model carries the Query codes and statuses again (`awsQueryError`
+  traits; read in the AWS SDK for JavaScript v3's generated schema, @aws-sdk/client-sqs
+  3.1175, dist-es/schemas/schemas_0.js, pinned by tests/compat): the same as above, and
+  InvalidAddress and ReceiptHandleIsInvalid 404.
 - Whole JSON answers (status, `__type` with its namespace, x-amzn-query-error) recorded from
   AWS in yavosh/pail, test/diff/testdata/golden/sqs-*.json: the request layer's errors
   (InvalidParameterValueException, MissingRequiredParameterException,
@@ -67,7 +71,7 @@ WIRE: dict[str, Wire] = {
     "BatchEntryIdsNotDistinct":     Wire("BatchEntryIdsNotDistinct", _NQ + "BatchEntryIdsNotDistinct", 400, _S),  # noqa: E501
     "BatchRequestTooLong":          Wire("BatchRequestTooLong", _NQ + "BatchRequestTooLong", 400, _S),  # noqa: E501
     "EmptyBatchRequest":            Wire("EmptyBatchRequest", _NQ + "EmptyBatchRequest", 400, _S),
-    "InvalidAddress":               Wire("InvalidAddress", "InvalidAddress", 400, _S),
+    "InvalidAddress":               Wire("InvalidAddress", "InvalidAddress", 404, _S),
     "InvalidAttributeName":         Wire("InvalidAttributeName", "InvalidAttributeName", 400, _S),
     "InvalidAttributeValue":        Wire("InvalidAttributeValue", "InvalidAttributeValue", 400, _S),
     "InvalidBatchEntryId":          Wire("InvalidBatchEntryId", _NQ + "InvalidBatchEntryId", 400, _S),  # noqa: E501
