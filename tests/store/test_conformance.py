@@ -184,7 +184,8 @@ def test_a_message_moves_when_its_receive_count_would_exceed_the_maximum(
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_dead_letters_keep_their_receive_count(kind: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("fifo", [False, True], ids=["standard", "fifo"])
+def test_dead_letters_keep_their_receive_count(kind: str, fifo: bool, tmp_path: Path) -> None:
     """A dead letter's ApproximateReceiveCount goes on from the source queue's ("the number
     of times a message has been received across all queues", SQS API reference,
     ReceiveMessage): at its first receive in the dead-letter queue it is maxReceiveCount
@@ -197,10 +198,13 @@ def test_dead_letters_keep_their_receive_count(kind: str, tmp_path: Path) -> Non
     (ap-southeast-1) carried "ApproximateReceiveCount": "3" and an
     ApproximateFirstReceiveTimestamp 4 ms after the SentTimestamp, the source's first
     receive. The receive that moved it is not counted: it delivered nothing."""
+    suffix, attrs = (".fifo", {"FifoQueue": "true"}) if fifo else ("", {})
+    extra = {"MessageGroupId": "g", "MessageDeduplicationId": "d"} if fifo else {}
+
     async def scenario(sqs: Sqs) -> None:
-        dlq = await sqs.create("dlq")
-        source = await sqs.create("q", **_redrive(await sqs.arn(dlq), 5))
-        await sqs.send(source, "poison")
+        dlq = await sqs.create("dlq" + suffix, **attrs)
+        source = await sqs.create("q" + suffix, **attrs, **_redrive(await sqs.arn(dlq), 5))
+        await sqs.send(source, "poison", **extra)
         for count in range(1, 6):
             [m] = await sqs.receive(source, VisibilityTimeout=0)
             assert m["Attributes"]["ApproximateReceiveCount"] == str(count)
