@@ -1,4 +1,5 @@
-"""The cases of a second public SQS suite that its authors verified against AWS.
+"""The cases of a second public SQS suite that its authors verified against AWS, and of a
+third: the SQS connector of Ballerina, whose tests run against SQS itself.
 
 moto's tests/test_sqs/test_sqs.py (moto 5.2.5, getmoto/moto) marks the tests it ran against
 real AWS with `@aws_verified` / `@sqs_aws_verified` and `@pytest.mark.aws_verified`; each
@@ -144,3 +145,15 @@ def test_fifo_send_delay_seconds(sqs: Any, queue_delay: str | None) -> None:
     sqs.send_message(**sent, DelaySeconds=0, MessageDeduplicationId=unique())
     sqs.send_message(**sent, MessageDeduplicationId=unique())
     sqs.delete_queue(QueueUrl=name)
+
+
+@pytest.mark.parametrize("key", ["", "k" * 129], ids=["empty", "129"])
+def test_tag_key_length(sqs: Any, make_queue: QueueFactory, key: str) -> None:
+    """A tag key of 0 or more than 128 characters: InvalidParameterValue, HTTP 400, "Tag
+    keys must be between 1 and 128 characters in length." (the tests the Ballerina SQS
+    connector runs against SQS, ballerina-platform/module-ballerinax-aws.sqs,
+    testTagQueueWithEmptyTagKey; moto's test_untag_queue_errors words it the same)."""
+    with raises_sqs("InvalidParameterValue", 400) as caught:
+        sqs.tag_queue(QueueUrl=make_queue(), Tags={key: "production"})
+    assert caught[0].response["Error"]["Message"] == (
+        "Tag keys must be between 1 and 128 characters in length.")
