@@ -266,8 +266,8 @@ _OLDEST = (
     " AND NOT seq = ANY($5::bigint[]) ORDER BY visible_at LIMIT $4 FOR UPDATE SKIP LOCKED"
 )
 _DEAD_LETTER = (
-    "UPDATE conveyor_messages m SET queue_id=$1, visible_at=$2, receive_count=0,"
-    " first_receive_ms=NULL, receipt=NULL, dlq_source_arn=$3,"
+    "UPDATE conveyor_messages m SET queue_id=$1, visible_at=$2,"
+    " receive_count=m.receive_count-1, receipt=NULL, dlq_source_arn=$3,"
     " system=CASE WHEN $6 THEN d.system ELSE m.system END"
     " FROM unnest($4::bigint[], $7::text[]) AS d(seq, system)"
     " WHERE m.seq=d.seq AND m.receipt=$5"
@@ -672,15 +672,17 @@ class PostgresStore:
         return seqs
 
     async def delete(self, queue: QueueRecord, handles: list[Handle],
-                     in_flight_after_ms: int | None = None) -> list[str]:
+                     in_flight_after_ms: int | None = None, *,
+                     any_receipt: bool = False) -> list[str]:
         """One statement; a second only when some handle deleted nothing."""
         floor = -1 if in_flight_after_ms is None else in_flight_after_ms
         async with self._conn() as db:
             deleted = {r[0] for r in await db.fetch(
                 "DELETE FROM conveyor_messages m USING unnest($1::bigint[], $2::text[]) AS"
-                " h(seq, receipt) WHERE m.seq=h.seq AND m.receipt=h.receipt AND m.queue_id=$3"
-                " AND m.visible_at>$4 RETURNING m.seq",
-                [h.seq for h in handles], [h.token for h in handles], queue.id, floor)}
+                " h(seq, receipt) WHERE m.seq=h.seq AND m.queue_id=$3 AND m.visible_at>$4"
+                " AND (m.receipt=h.receipt OR ($5 AND m.receipt IS NOT NULL)) RETURNING m.seq",
+                [h.seq for h in handles], [h.token for h in handles], queue.id, floor,
+                any_receipt)}
             missing = [h.seq for h in handles if h.seq not in deleted]
             present = {r[0] for r in await db.fetch(
                 "SELECT seq FROM conveyor_messages WHERE seq = ANY($1::bigint[]) AND"
