@@ -191,7 +191,8 @@ class S3Subset:
                          datetime.now(UTC), service=sigv4.S3_SERVICE)
         except SqsError as exc:
             code = {"InvalidClientTokenId": "InvalidAccessKeyId",
-                    "MissingAuthenticationToken": "AccessDenied"}.get(exc.code, exc.code)
+                    "MissingAuthenticationToken": "AccessDenied"}.get(exc.query_code,
+                                                                      exc.query_code)
             raise S3Error(code, 403, exc.message) from None
         assert claim is not None
         action = {"PUT": "PutObject", "GET": "GetObject", "HEAD": "GetObject",
