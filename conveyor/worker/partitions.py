@@ -181,6 +181,7 @@ class PartitionedReceiver:
         last round found every partition empty."""
         idle = self._empty_in_a_row >= len(self._urls)
         if idle and self._idle_poll is not None and self._idle_poll.extended:
+            self.polls_of_all += 1
             return self._note_all(await self._idle_poll.receive(max_messages))
         index = self._pick(idle)
         url = self._urls[index]
@@ -201,7 +202,6 @@ class PartitionedReceiver:
 
     def _note_all(self, received: Received) -> Received:
         """The answer of one poll of every partition: each message noted with its own."""
-        self.polls_of_all += 1
         by_url: dict[str, list[Message]] = {}
         for message, url in zip(received.messages, received.sources, strict=True):
             by_url.setdefault(url, []).append(message)
