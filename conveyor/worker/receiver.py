@@ -62,9 +62,8 @@ class Receiver:
                  system_attributes: Sequence[str] = ("All",),
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._sqs = sqs
-        urls = [queue_url] if isinstance(queue_url, str) else list(queue_url)
-        self._queue_url = urls[0]
-        self._queue_urls = urls if len(urls) > 1 else None
+        self._queue_urls = None if isinstance(queue_url, str) else list(queue_url)
+        self._queue_url = queue_url if isinstance(queue_url, str) else queue_url[0]
         self._wait_s = wait_s
         self._extended_wait_s = extended_wait_s
         self._visibility_timeout_s = visibility_timeout_s
