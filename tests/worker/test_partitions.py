@@ -458,36 +458,38 @@ def test_batch_delivery_from_every_partition(server, queue_name):
     assert len(set(sent_to.values())) == 3  # round robin: every partition named
 
 
-def test_an_idle_worker_parks_one_poll_on_every_partition_and_counts_each(server, queue_name):
-    """On a Conveyor server the idle worker parks one PollMessages on all four partitions
+@pytest.mark.parametrize("count", [1, 4])
+def test_an_idle_worker_parks_one_poll_on_every_partition_and_counts_each(server, queue_name,
+                                                                          count):
+    """On a Conveyor server the idle worker parks one PollMessages on all its partitions
     (conveyor_long_polls_waiting shows one), five minutes long: a message sent to the last
     partition reaches the app within the test's far shorter limit, so that one poll held
-    it (turning over the partitions, it would wait for three others' polls first). The
+    it (turning over the partitions, it would wait for the others' polls first). The
     worker's /metrics and /health count what each partition gave."""
-    sqs, logical = _made(server, queue_name, 4)
-    names = [partition_name(queue_name, i) for i in range(4)]
+    sqs, logical = _made(server, queue_name, count)
+    names = [partition_name(queue_name, i) for i in range(count)]
     port = free_port()
 
     async def scenario() -> tuple[str, dict[str, Any]]:
         async with recording_app() as app, running_worker(
-                logical.url, app.url, Partitions=4, ExtendedPollWaitTime=300,
+                logical.url, app.url, Partitions=count, ExtendedPollWaitTime=300,
                 StatusPort=port) as worker:
             receiver = worker.receiver
             assert isinstance(receiver, PartitionedReceiver)
             await wait_until(lambda: receiver.polls_of_all >= 1, 60, "the poll of all")
             await wait_until(lambda: aio(_waiting, server), 60, "the poll parked")
             assert await aio(_waiting, server) == 1
-            await aio(sqs.send_message, QueueUrl=logical.urls[3], MessageBody="to p3")
+            await aio(sqs.send_message, QueueUrl=logical.urls[-1], MessageBody="to the last")
             await wait_until(lambda: app.requests, 60, "the message at the app")
             metrics = await aio(_get_text, f"http://127.0.0.1:{port}/metrics")
             health = json.loads(await aio(_get_text, f"http://127.0.0.1:{port}/health"))
             return metrics, health
 
     metrics, health = run(scenario(), timeout_s=120)
-    labels = f'partition="{names[3]}",queue="{queue_name}"'
+    labels = f'partition="{names[-1]}",queue="{queue_name}"'
     sample = f"conveyor_worker_partition_messages_received_total{{{labels}}} 1.0"
     assert sample in metrics, metrics
-    assert health["partitions"] == {name: {"received": int(name == names[3])}
+    assert health["partitions"] == {name: {"received": int(name == names[-1])}
                                     for name in names}
 
 
