@@ -183,6 +183,14 @@ _INSERT_MANY = (
     " $6::text[], $7::text[], $8::bigint[], $9::text[], $10::bigint[], $11::text[],"
     " $12::text[]) RETURNING seq, message_id"
 )
+# A standard queue's send: the rows, and word of the receivable ones to other nodes' long
+# polls (payload $14, none when NULL) in the same statement, so at its commit; the
+# uncorrelated subquery is an InitPlan, evaluated once.
+_SEND = (
+    f"WITH sent AS ({_INSERT_MANY}) SELECT seq, message_id,"
+    " (SELECT pg_notify($13, $14) WHERE $14 IS NOT NULL) IS NULL FROM sent"
+)
+_NOTIFY = "SELECT pg_notify($1, $2)"
 _RECEIVED = ("visible_at=$1, receive_count=m.receive_count+1,"
              " first_receive_ms=COALESCE(m.first_receive_ms, $2), receipt=$3")
 # A standard queue's claim in one statement, its own transaction: the due, live messages,
@@ -253,6 +261,12 @@ _OLDEST = (
     "SELECT seq FROM conveyor_messages WHERE queue_id=$1 AND visible_at<=$2 AND sent_ms>$3"
     " AND NOT seq = ANY($5::bigint[]) ORDER BY visible_at LIMIT $4 FOR UPDATE SKIP LOCKED"
 )
+# A delete batch: the handles' messages still under their receipts, in flight after $4.
+_DELETE = (
+    "DELETE FROM conveyor_messages m USING unnest($1::bigint[], $2::text[]) AS"
+    " h(seq, receipt) WHERE m.seq=h.seq AND m.receipt=h.receipt AND m.queue_id=$3"
+    " AND m.visible_at>$4 RETURNING m.seq"
+)
 _DEAD_LETTER = (
     "UPDATE conveyor_messages SET queue_id=$1, visible_at=$2, receive_count=0,"
     " first_receive_ms=NULL, receipt=NULL, dlq_source_arn=$3"
@@ -303,7 +317,7 @@ class PostgresStore:
             # the database's health.
             self._pool = await asyncpg.create_pool(
                 self.dsn, min_size=0, max_size=self.pool_size, timeout=CONNECT_TIMEOUT_S,
-                server_settings=self._settings)
+                server_settings=self._settings, reset=_keep_session)
             await self._migrate()
             await self._measure_skew()
             self._listener = await self._listen()
@@ -432,8 +446,11 @@ class PostgresStore:
     async def announce(self, queue_id: int, count: int) -> None:
         """Tell long polls on other nodes that `count` messages became receivable."""
         async with self._conn() as db:
-            await db.execute("SELECT pg_notify($1, $2)", self.channel,
-                             f"{self.node_id}:{queue_id}:{count}")
+            await db.execute(_NOTIFY, self.channel, self._payload(queue_id, count))
+
+    def _payload(self, queue_id: int, count: int) -> str:
+        """A notification's payload: read back by _on_notify."""
+        return f"{self.node_id}:{queue_id}:{count}"
 
     @contextlib.asynccontextmanager
     async def exclusive(self, name: str) -> AsyncIterator[bool]:
@@ -542,12 +559,15 @@ class PostgresStore:
             return []
         if not queue.fifo:  # one statement: its own transaction, one round trip
             rows = [_insert_row(queue, m) for m in messages]
+            ready = sum(m.visible_at_ms <= now_ms for m in messages)
+            payload = self._payload(queue.id, ready) if ready else None
             async with self._conn() as db:
-                seqs = await db.fetch(_INSERT_MANY,
-                                      *[list(column) for column in zip(*rows, strict=True)])
+                seqs = await db.fetch(_SEND, *[list(column) for column in zip(*rows, strict=True)],
+                                      self.channel, payload)
             by_id = {r[1]: r[0] for r in seqs}
             return [SentMessage(m.message_id, by_id[m.message_id]) for m in messages]
         sent: list[SentMessage] = []
+        ready = 0
         async with self._tx() as db:
             await db.execute("SELECT pg_advisory_xact_lock($1)", queue.id)  # commit order
             for m in messages:
@@ -566,6 +586,9 @@ class PostgresStore:
                         " seq=EXCLUDED.seq, expires_ms=EXCLUDED.expires_ms",
                         queue.id, m.dedup_key, m.message_id, seq, now_ms + dedup_ms)
                 sent.append(SentMessage(m.message_id, seq))
+                ready += m.visible_at_ms <= now_ms
+            if ready:  # delivered at commit, with the messages
+                await db.execute(_NOTIFY, self.channel, self._payload(queue.id, ready))
         return sent
 
     @contextlib.asynccontextmanager
@@ -663,10 +686,8 @@ class PostgresStore:
         floor = -1 if in_flight_after_ms is None else in_flight_after_ms
         async with self._conn() as db:
             deleted = {r[0] for r in await db.fetch(
-                "DELETE FROM conveyor_messages m USING unnest($1::bigint[], $2::text[]) AS"
-                " h(seq, receipt) WHERE m.seq=h.seq AND m.receipt=h.receipt AND m.queue_id=$3"
-                " AND m.visible_at>$4 RETURNING m.seq",
-                [h.seq for h in handles], [h.token for h in handles], queue.id, floor)}
+                _DELETE, [h.seq for h in handles], [h.token for h in handles], queue.id,
+                floor)}
             missing = [h.seq for h in handles if h.seq not in deleted]
             present = {r[0] for r in await db.fetch(
                 "SELECT seq FROM conveyor_messages WHERE seq = ANY($1::bigint[]) AND"
@@ -856,6 +877,15 @@ def _queue(row: Any) -> QueueRecord:
                        attributes=orjson.loads(row["attributes"]),
                        tags=orjson.loads(row["tags"]), created_s=row["created_s"],
                        modified_s=row["modified_s"], purged_s=row["purged_s"])
+
+
+async def _keep_session(conn: asyncpg.Connection) -> None:
+    """Return a connection to the pool as it is. asyncpg's default reset is a round trip
+    of four statements (advisory unlock, CLOSE ALL, UNLISTEN, RESET ALL) on every release,
+    more than the work of most requests; this store leaves nothing of the kind behind on a
+    pooled connection: its advisory locks are transaction-scoped, it LISTENs on a
+    connection of its own, and it never SETs or DECLAREs. (An open transaction is still
+    rolled back by the pool before this is called.)"""
 
 
 def _closed(conn: asyncpg.Connection) -> bool:
