@@ -29,6 +29,7 @@ import asyncpg
 import orjson
 
 from conveyor.clock import Clock
+from conveyor.store._coalesce import Coalescer
 from conveyor.store.base import (
     OK,
     STALE,
@@ -183,25 +184,29 @@ _INSERT_MANY = (
     " $6::text[], $7::text[], $8::bigint[], $9::text[], $10::bigint[], $11::text[],"
     " $12::text[]) RETURNING seq, message_id"
 )
-# A standard queue's send: the rows, and word of the receivable ones to other nodes' long
-# polls (payload $14, none when NULL) in the same statement, so at its commit; the
-# uncorrelated subquery is an InitPlan, evaluated once.
+# Standard queues' sends, any number of queues': the rows, and word of the receivable ones
+# to other nodes' long polls (one payload per queue in $14) in the same statement, so at
+# its commit; the uncorrelated subquery is an InitPlan, evaluated once.
 _SEND = (
     f"WITH sent AS ({_INSERT_MANY}) SELECT seq, message_id,"
-    " (SELECT pg_notify($13, $14) WHERE $14 IS NOT NULL) IS NULL FROM sent"
+    " (SELECT count(pg_notify($13, p)) FROM unnest($14::text[]) p) FROM sent"
 )
 _NOTIFY = "SELECT pg_notify($1, $2)"
 _RECEIVED = ("visible_at=$1, receive_count=m.receive_count+1,"
              " first_receive_ms=COALESCE(m.first_receive_ms, $2), receipt=$3")
 # A standard queue's claim in one statement, its own transaction: the due, live messages,
 # skipping those other claims hold, received at once (pgmq's read); nothing when the queue
-# has grouped messages (a fair queue's: dealt by group instead).
+# has grouped messages (a fair queue's: dealt by group instead). The rows are updated
+# through `seq = ANY(ARRAY(...))`, an index condition on the primary key: joined on seq
+# alone, the planner may hash-join the claimed few against a scan of the whole table.
 _CLAIM = (
-    f"UPDATE conveyor_messages m SET {_RECEIVED} FROM (SELECT seq, visible_at"
-    " FROM conveyor_messages WHERE queue_id=$4 AND visible_at<=$2 AND sent_ms>$5"
+    "WITH c AS MATERIALIZED (SELECT seq, visible_at FROM conveyor_messages"
+    " WHERE queue_id=$4 AND visible_at<=$2 AND sent_ms>$5"
     " AND NOT EXISTS (SELECT 1 FROM conveyor_messages g WHERE g.queue_id=$4"
     "  AND g.group_id IS NOT NULL)"
-    " ORDER BY visible_at LIMIT $6 FOR UPDATE SKIP LOCKED) c WHERE m.seq=c.seq"
+    " ORDER BY visible_at LIMIT $6 FOR UPDATE SKIP LOCKED)"
+    f" UPDATE conveyor_messages m SET {_RECEIVED} FROM c"
+    " WHERE m.seq = ANY(ARRAY(SELECT seq FROM c)) AND m.seq=c.seq"
     f" RETURNING c.visible_at AS due_at, {', '.join('m.' + c for c in _COLUMNS.split(', '))}"
 )
 _CLAIM_SEQS = (
@@ -261,12 +266,16 @@ _OLDEST = (
     "SELECT seq FROM conveyor_messages WHERE queue_id=$1 AND visible_at<=$2 AND sent_ms>$3"
     " AND NOT seq = ANY($5::bigint[]) ORDER BY visible_at LIMIT $4 FOR UPDATE SKIP LOCKED"
 )
-# A delete batch: the handles' messages still under their receipts, in flight after $4.
+# Delete batches, any number of queues': each handle's message if still under its receipt
+# and in flight after the handle's floor.
 _DELETE = (
-    "DELETE FROM conveyor_messages m USING unnest($1::bigint[], $2::text[]) AS"
-    " h(seq, receipt) WHERE m.seq=h.seq AND m.receipt=h.receipt AND m.queue_id=$3"
-    " AND m.visible_at>$4 RETURNING m.seq"
+    "DELETE FROM conveyor_messages m USING unnest($1::bigint[], $2::text[], $3::bigint[],"
+    " $4::bigint[]) AS h(seq, receipt, queue_id, floor) WHERE m.seq=h.seq"
+    " AND m.receipt=h.receipt AND m.queue_id=h.queue_id AND m.visible_at>h.floor"
+    " RETURNING m.seq"
 )
+# Calls that go together in one statement at most (_coalesce.py): bounds its size.
+_COALESCE_MAX = 100
 _DEAD_LETTER = (
     "UPDATE conveyor_messages SET queue_id=$1, visible_at=$2, receive_count=0,"
     " first_receive_ms=NULL, receipt=NULL, dlq_source_arn=$3"
@@ -302,6 +311,9 @@ class PostgresStore:
         self._settings = {"search_path": self.schema} if self.schema else {}
         self._suspect = asyncio.Event()  # a request lost its connection: is the database gone?
         self._gone_since: float | None = None  # monotonic time the outage was noticed
+        # Standard queues' sends and delete batches from concurrent requests, grouped.
+        self._sends = Coalescer(self._send_standard, _COALESCE_MAX)
+        self._deletes = Coalescer(self._delete_many, _COALESCE_MAX)
 
     # --- life cycle --------------------------------------------------------------------
 
@@ -557,15 +569,8 @@ class PostgresStore:
                    dedup_ms: int) -> list[SentMessage]:
         if not messages:  # every entry of a batch failed its checks
             return []
-        if not queue.fifo:  # one statement: its own transaction, one round trip
-            rows = [_insert_row(queue, m) for m in messages]
-            ready = sum(m.visible_at_ms <= now_ms for m in messages)
-            payload = self._payload(queue.id, ready) if ready else None
-            async with self._conn() as db:
-                seqs = await db.fetch(_SEND, *[list(column) for column in zip(*rows, strict=True)],
-                                      self.channel, payload)
-            by_id = {r[1]: r[0] for r in seqs}
-            return [SentMessage(m.message_id, by_id[m.message_id]) for m in messages]
+        if not queue.fifo:  # one statement with other requests' sends (_coalesce.py)
+            return await self._sends.submit((queue, messages, now_ms))
         sent: list[SentMessage] = []
         ready = 0
         async with self._tx() as db:
@@ -590,6 +595,22 @@ class PostgresStore:
             if ready:  # delivered at commit, with the messages
                 await db.execute(_NOTIFY, self.channel, self._payload(queue.id, ready))
         return sent
+
+    async def _send_standard(self, calls: list[tuple[QueueRecord, list[NewMessage], int]]
+                             ) -> list[list[SentMessage]]:
+        """Sends to standard queues, one statement; to each call its messages' seqs."""
+        rows = [_insert_row(queue, m) for queue, messages, _ in calls for m in messages]
+        ready: dict[int, int] = {}
+        for queue, messages, now_ms in calls:
+            ready[queue.id] = ready.get(queue.id, 0) + sum(m.visible_at_ms <= now_ms
+                                                           for m in messages)
+        payloads = [self._payload(queue_id, n) for queue_id, n in ready.items() if n]
+        async with self._conn() as db:
+            seqs = await db.fetch(_SEND, *[list(column) for column in zip(*rows, strict=True)],
+                                  self.channel, payloads)
+        by_id = {r[1]: r[0] for r in seqs}
+        return [[SentMessage(m.message_id, by_id[m.message_id]) for m in messages]
+                for _, messages, _ in calls]
 
     @contextlib.asynccontextmanager
     async def claim(self, queue: QueueRecord, max_messages: int, now_ms: int, cutoff_ms: int,
@@ -682,17 +703,29 @@ class PostgresStore:
 
     async def delete(self, queue: QueueRecord, handles: list[Handle],
                      in_flight_after_ms: int | None = None) -> list[str]:
-        """One statement; a second only when some handle deleted nothing."""
+        """One statement with other requests' delete batches (_coalesce.py); a second
+        only when some handle deleted nothing."""
+        if not handles:
+            return []
         floor = -1 if in_flight_after_ms is None else in_flight_after_ms
+        deleted = await self._deletes.submit((queue.id, handles, floor))
+        missing = [h.seq for h in handles if h.seq not in deleted]
+        if not missing:
+            return [OK] * len(handles)
         async with self._conn() as db:
-            deleted = {r[0] for r in await db.fetch(
-                _DELETE, [h.seq for h in handles], [h.token for h in handles], queue.id,
-                floor)}
-            missing = [h.seq for h in handles if h.seq not in deleted]
             present = {r[0] for r in await db.fetch(
                 "SELECT seq FROM conveyor_messages WHERE seq = ANY($1::bigint[]) AND"
-                " queue_id=$2", missing, queue.id)} if missing else set()
+                " queue_id=$2", missing, queue.id)}
         return [STALE if h.seq in present else OK for h in handles]
+
+    async def _delete_many(self, calls: list[tuple[int, list[Handle], int]]) -> list[set[int]]:
+        """Delete batches, one statement; to each call the seqs it deleted."""
+        entries = [(h.seq, h.token, queue_id, floor) for queue_id, handles, floor in calls
+                   for h in handles]
+        async with self._conn() as db:
+            deleted = {r[0] for r in await db.fetch(
+                _DELETE, *[list(column) for column in zip(*entries, strict=True)])}
+        return [{h.seq for h in handles if h.seq in deleted} for _, handles, _ in calls]
 
     async def drop(self, queue: QueueRecord, seqs: list[int]) -> list[int]:
         async with self._conn() as db:
