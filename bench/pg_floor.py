@@ -67,10 +67,11 @@ async def _driver_loop(conn: asyncpg.Connection, queue_id: int, batch: int,
                  "000000000000", now_ms, None, None) for _ in range(batch)]
         await conn.fetch(postgres._INSERT_MANY, *[list(c) for c in zip(*rows, strict=True)])
         receipt = secrets.token_hex(8)
-        claimed = await conn.fetch(postgres._CLAIM, now_ms + 30_000, now_ms, receipt,
-                                   queue_id, 0, batch)
+        claimed = await conn.fetch(postgres._CLAIM, [queue_id], [now_ms], [0], [batch],
+                                   [now_ms + 30_000], [receipt])
         await conn.fetch(postgres._DELETE, [r["seq"] for r in claimed],
-                         [receipt] * len(claimed), queue_id, -1)
+                         [receipt] * len(claimed), [queue_id] * len(claimed),
+                         [-1] * len(claimed))
         done += len(claimed)
     return done
 

@@ -194,20 +194,26 @@ _SEND = (
 _NOTIFY = "SELECT pg_notify($1, $2)"
 _RECEIVED = ("visible_at=$1, receive_count=m.receive_count+1,"
              " first_receive_ms=COALESCE(m.first_receive_ms, $2), receipt=$3")
-# A standard queue's claim in one statement, its own transaction: the due, live messages,
-# skipping those other claims hold, received at once (pgmq's read); nothing when the queue
-# has grouped messages (a fair queue's: dealt by group instead). The rows are updated
-# through `seq = ANY(ARRAY(...))`, an index condition on the primary key: joined on seq
-# alone, the planner may hash-join the claimed few against a scan of the whole table.
+# Standard queues' claims, one per queue, any number of queues in one statement (its own
+# transaction): each queue's due, live messages, skipping those other claims hold,
+# received at once (pgmq's read); none of a queue that has grouped messages (a fair
+# queue's: dealt by group instead). The rows are updated through `seq = ANY(ARRAY(...))`,
+# an index condition on the primary key: joined on seq alone, the planner may hash-join
+# the claimed few against a scan of the whole table.
 _CLAIM = (
-    "WITH c AS MATERIALIZED (SELECT seq, visible_at FROM conveyor_messages"
-    " WHERE queue_id=$4 AND visible_at<=$2 AND sent_ms>$5"
-    " AND NOT EXISTS (SELECT 1 FROM conveyor_messages g WHERE g.queue_id=$4"
-    "  AND g.group_id IS NOT NULL)"
-    " ORDER BY visible_at LIMIT $6 FOR UPDATE SKIP LOCKED)"
-    f" UPDATE conveyor_messages m SET {_RECEIVED} FROM c"
+    "WITH c AS MATERIALIZED (SELECT r.n, r.now_ms, r.until_ms, r.receipt, x.seq, x.visible_at"
+    " FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::int[], $5::bigint[],"
+    " $6::text[]) WITH ORDINALITY AS r(queue_id, now_ms, cutoff_ms, lim, until_ms, receipt, n)"
+    " CROSS JOIN LATERAL (SELECT seq, visible_at FROM conveyor_messages"
+    "  WHERE queue_id=r.queue_id AND visible_at<=r.now_ms AND sent_ms>r.cutoff_ms"
+    "  AND NOT EXISTS (SELECT 1 FROM conveyor_messages g WHERE g.queue_id=r.queue_id"
+    "   AND g.group_id IS NOT NULL)"
+    "  ORDER BY visible_at LIMIT r.lim FOR UPDATE SKIP LOCKED) x)"
+    " UPDATE conveyor_messages m SET visible_at=c.until_ms,"
+    " receive_count=m.receive_count+1, first_receive_ms=COALESCE(m.first_receive_ms,"
+    " c.now_ms), receipt=c.receipt FROM c"
     " WHERE m.seq = ANY(ARRAY(SELECT seq FROM c)) AND m.seq=c.seq"
-    f" RETURNING c.visible_at AS due_at, {', '.join('m.' + c for c in _COLUMNS.split(', '))}"
+    f" RETURNING c.n, c.visible_at, {', '.join('m.' + c for c in _COLUMNS.split(', '))}"
 )
 _CLAIM_SEQS = (
     f"UPDATE conveyor_messages m SET {_RECEIVED} WHERE m.seq = ANY($4::bigint[])"
@@ -314,6 +320,7 @@ class PostgresStore:
         # Standard queues' sends and delete batches from concurrent requests, grouped.
         self._sends = Coalescer(self._send_standard, _COALESCE_MAX)
         self._deletes = Coalescer(self._delete_many, _COALESCE_MAX)
+        self._claims = Coalescer(self._claim_standard, _COALESCE_MAX)
 
     # --- life cycle --------------------------------------------------------------------
 
@@ -621,14 +628,16 @@ class PostgresStore:
         transaction under the queue's advisory lock, so that groups are handed out in
         commit order across nodes."""
         receipt = f"{self._tokens.getrandbits(64):016x}"
+        if not queue.fifo:  # one statement with other requests' claims (_coalesce.py)
+            taken = await self._claims.submit((queue.id, now_ms, cutoff_ms, max_messages,
+                                               visible_at_ms, receipt))
+            if taken:
+                yield _SharedClaim(self, receipt, taken)
+                return
         async with self._conn() as db:
-            if not queue.fifo:
-                rows = await db.fetch(_CLAIM, visible_at_ms, now_ms, receipt, queue.id,
-                                      cutoff_ms, max_messages)
-                if rows or not await db.fetchval(_HAS_GROUPS, queue.id):
-                    rows.sort(key=lambda r: (r[0], r[1]))
-                    yield _Claim(db, receipt, [StoredMessage(*r[1:]) for r in rows])
-                    return
+            if not queue.fifo and not await db.fetchval(_HAS_GROUPS, queue.id):
+                yield _Claim(db, receipt, [])
+                return
             async with db.transaction():
                 if queue.fifo:
                     await db.execute("SELECT pg_advisory_xact_lock($1)", queue.id)
@@ -642,6 +651,29 @@ class PostgresStore:
                 order = {seq: i for i, seq in enumerate(seqs)}
                 yield _Claim(db, receipt, sorted((StoredMessage(*r) for r in rows),
                                                  key=lambda m: order[m.seq]))
+
+    async def _claim_standard(self, calls: list[tuple[int, int, int, int, int, str]]
+                              ) -> list[list[StoredMessage]]:
+        """Claims on standard queues, (queue id, now, cutoff, limit, until, receipt) each:
+        one statement for each queue's first, another for any second, and so on (two
+        claims on one queue in one statement would find the same rows). To each call its
+        messages, the longest due first."""
+        taken: list[list[StoredMessage]] = [[] for _ in calls]
+        todo = list(range(len(calls)))
+        async with self._conn() as db:
+            while todo:
+                now: list[int] = []
+                queues: set[int] = set()
+                for i in todo:
+                    if calls[i][0] not in queues:
+                        queues.add(calls[i][0])
+                        now.append(i)
+                todo = [i for i in todo if i not in now]
+                rows = await db.fetch(_CLAIM, *[list(c) for c in zip(*(calls[i] for i in now),
+                                                                    strict=True)])
+                for row in sorted(rows, key=lambda r: (r[0], r[1], r[2])):
+                    taken[now[row[0] - 1]].append(StoredMessage(*row[2:]))
+        return taken
 
     async def _fifo_candidates(self, db: asyncpg.Connection, queue_id: int, limit: int,
                                now_ms: int, cutoff_ms: int, picking: Picking) -> list[int]:
@@ -874,7 +906,7 @@ class _Claim:
 
     __slots__ = ("db", "receipt", "messages")
 
-    def __init__(self, db: asyncpg.Connection, receipt: str,
+    def __init__(self, db: asyncpg.Connection | None, receipt: str,
                  messages: list[StoredMessage]) -> None:
         self.db, self.receipt, self.messages = db, receipt, messages
 
@@ -882,6 +914,24 @@ class _Claim:
                           now_ms: int) -> None:
         await self.db.execute(_DEAD_LETTER, dead_letter_queue_id, now_ms, source_arn, seqs,
                               self.receipt)
+
+
+class _SharedClaim(_Claim):
+    """Messages a claim took in a statement shared with other receives: its connection is
+    back in the pool, so what follows (rarely) takes one."""
+
+    __slots__ = ("store",)
+
+    def __init__(self, store: PostgresStore, receipt: str,
+                 messages: list[StoredMessage]) -> None:
+        super().__init__(None, receipt, messages)
+        self.store = store
+
+    async def dead_letter(self, seqs: list[int], dead_letter_queue_id: int, source_arn: str,
+                          now_ms: int) -> None:
+        async with self.store._conn() as db:
+            self.db = db
+            await super().dead_letter(seqs, dead_letter_queue_id, source_arn, now_ms)
 
 
 class _Held:
