@@ -52,6 +52,7 @@ class _NoopHTTP(asyncio.Protocol):
 
     arrivals: list[float] = []
     latencies: list[float] = []
+    posts = 0
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -76,12 +77,17 @@ class _NoopHTTP(asyncio.Protocol):
         now = time.time()
         if head.startswith(b"GET /stats"):
             payload = json.dumps({"count": len(self.arrivals), "arrivals": self.arrivals,
-                                  "latencies": self.latencies}).encode()
+                                  "latencies": self.latencies, "posts": _NoopHTTP.posts}).encode()
         elif head.startswith(b"POST /reset"):
-            _NoopHTTP.arrivals, _NoopHTTP.latencies = [], []
+            _NoopHTTP.arrivals, _NoopHTTP.latencies, _NoopHTTP.posts = [], [], 0
             payload = b""
+        elif body.startswith(b'{"Records":'):  # BatchSize: one arrival per message
+            self.arrivals.extend([now] * body.count(b'"messageId":'))
+            _NoopHTTP.posts += 1
+            payload = b'{"batchItemFailures":[]}'
         else:
             self.arrivals.append(now)
+            _NoopHTTP.posts += 1
             if body.startswith(b"t="):
                 self.latencies.append(now - float(body[2:]))
             payload = b""
@@ -126,13 +132,14 @@ def wait_http(url: str, timeout_s: float = 30) -> None:
 
 
 @contextlib.contextmanager
-def process(cmd: list[str], log: Path, ready_url: str | None = None) -> Iterator[None]:
+def process(cmd: list[str], log: Path,
+            ready_url: str | None = None) -> Iterator[subprocess.Popen]:
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
     try:
         if ready_url:
             wait_http(ready_url)
-        yield
+        yield proc
     finally:
         proc.terminate()
         try:
@@ -144,7 +151,7 @@ def process(cmd: list[str], log: Path, ready_url: str | None = None) -> Iterator
 
 def metric_sum(status_url: str, prefix: str) -> float:
     """Sum the samples named `prefix`; API calls count SQS calls only, not the worker's
-    announcements to a Conveyor server's console (conveyor/worker/presence.py)."""
+    announcements to a Conveyor server's console (conveyor/runtime/presence.py)."""
     with urllib.request.urlopen(status_url + "/metrics", timeout=5) as resp:
         text = resp.read().decode()
     return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()

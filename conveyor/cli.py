@@ -7,10 +7,11 @@ import os
 import click
 
 from conveyor import __version__, logs
-from conveyor.client.admin import register as register_admin_commands
+from conveyor.admin import register as register_admin_commands
 from conveyor.cron.cli import register as register_cron_commands
 from conveyor.scale.cli import register as register_scale_commands
 from conveyor.server.cli import server_command
+from conveyor.up.cli import up_command
 from conveyor.worker.cli import register as register_worker_commands
 
 
@@ -34,6 +35,7 @@ def main(log_format: str) -> None:
     os.environ[logs.ENV] = log_format  # for logs.setup, here and in child processes
 
 
+main.add_command(up_command)
 main.add_command(server_command)
 register_worker_commands(main)
 register_scale_commands(main)

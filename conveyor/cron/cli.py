@@ -75,7 +75,7 @@ def run_command(worker_queue_url: str, cron_file: str, cron_lease: str,
     same scheduler itself.
     """
     from conveyor.cron.standalone import run_scheduler
-    from conveyor.worker.runner import run_loop
+    from conveyor.runtime.loop import run_loop
 
     logs.setup(log_level)
     run_loop(lambda: run_scheduler(worker_queue_url, cron_file=cron_file, lease_spec=cron_lease,

@@ -26,6 +26,7 @@ import re
 import orjson
 
 from conveyor.cron.leases.base import LeaseBackend, LeaseConflict, LeaseUnavailable
+from conveyor.runtime.hooks import TryLater
 
 log = logging.getLogger(__name__)
 
@@ -35,8 +36,10 @@ _ATTEMPTS = 40
 _NAME_OK = re.compile(r"[A-Za-z0-9_.:/#-]{1,64}")
 
 
-class LedgerBusy(Exception):
+class LedgerBusy(TryLater):
     """The ledger could not be written (contention or backend down); try the message later."""
+
+    reason = "run-ledger-unavailable"
 
 
 def ledger_name(lease_name: str, task: str) -> str:

@@ -1,4 +1,5 @@
-"""Periodic tasks inside one worker daemon: the scheduler and the run ledger, wired up."""
+"""Periodic tasks inside one worker daemon: the scheduler and the run ledger, wired up as
+the worker's hook (conveyor/runtime/hooks.py)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from conveyor.cron.leases import LeaseBackend, LeaseSpecError, open_leases, pars
 from conveyor.cron.ledger import LedgerBusy, RunLedger
 from conveyor.cron.metrics import CronMetrics
 from conveyor.cron.source import CronSource
+from conveyor.runtime.hooks import WorkerHook
 
 log = logging.getLogger(__name__)
 
@@ -66,8 +68,11 @@ def new_holder() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
 
 
-class CronService:
-    """Owns the cron.yaml source, the lease backend, the scheduler task and the run ledger."""
+class CronService(WorkerHook):
+    """Owns the cron.yaml source, the lease backend, the scheduler task and the run ledger.
+
+    In a worker it campaigns while the worker runs, hands the lease over before the drain,
+    and vets each scheduled job before it is POSTed (`before_delivery`)."""
 
     def __init__(self, queue_name: str, *, cron_file: str = "cron.yaml",
                  lease_spec: str = "server", grace_s: float = 300.0, ttl_s: float = 10.0,
@@ -132,7 +137,7 @@ class CronService:
         if self._leases is not None:
             await self._leases.close()
 
-    async def admit(self, message: Message) -> bool:
+    async def before_delivery(self, message: Message) -> bool:
         """False for a scheduled job that is not genuine (guard.py) or whose run another
         message already carries (delete it unposted); True otherwise. Raises LedgerBusy
         when the ledger cannot be reached."""

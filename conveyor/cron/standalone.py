@@ -7,7 +7,7 @@ import logging
 
 from conveyor.client import SQSClient, endpoint_from_queue_url, queue_name_from_url
 from conveyor.cron.service import CronService
-from conveyor.worker.runner import install_signal_handlers
+from conveyor.runtime.loop import install_signal_handlers
 
 log = logging.getLogger(__name__)
 

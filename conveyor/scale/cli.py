@@ -87,8 +87,8 @@ def scale_group() -> None:
 def run_command(queue_url: str, app_url: str, bounds: tuple[int, int], policy_name: str,
                 worker_args: tuple[str, ...], log_level: str, **options: Any) -> None:
     """Run the scaler. Arguments after `--` go to each local `conveyor worker`."""
+    from conveyor.runtime.loop import run_loop
     from conveyor.scale.runner import run_scaler
-    from conveyor.worker.runner import run_loop
 
     policy = build_policy(policy_name, bounds, options)
     logs.setup(log_level)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from conveyor.runtime.loop import install_signal_handlers
 from conveyor.scale.actuator import Actuator
 from conveyor.scale.fleet import AutoscaledFleet
 from conveyor.scale.kubernetes import KubeClient, KubeConfig, KubernetesActuator
 from conveyor.scale.local import LocalActuator
 from conveyor.scale.policy import Policy
 from conveyor.worker.config import load_config
-from conveyor.worker.runner import install_signal_handlers
 
 
 async def run_scaler(policy: Policy, queue_url: str, app_url: str,

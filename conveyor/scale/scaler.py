@@ -10,12 +10,13 @@ from collections.abc import Callable
 from typing import Any
 
 from conveyor.client import SQSClient, SQSError, SQSTransportError, queue_name_from_url
+from conveyor.runtime.presence import Presence
 from conveyor.scale.actuator import Actuator, ScaleResult
 from conveyor.scale.metrics import ScaleMetrics
 from conveyor.scale.observe import queue_counts
 from conveyor.scale.policy import Decision, Observation, Policy
 from conveyor.scale.protection import WorkerView, average_processing_s, fleet_counts
-from conveyor.worker.presence import Presence
+from conveyor.scale.timeline import Timeline, decision_json
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +41,7 @@ class Scaler:
         self._clock = clock
         self._processing_s: float | None = None  # kept while no worker reports (zero fleet)
         self._stopping = asyncio.Event()
+        self.timeline = Timeline(sqs, self.queue_name)  # the console's decision timeline
 
     def stop(self) -> None:
         """End `run()` after the current step."""
@@ -70,7 +72,10 @@ class Scaler:
         obs = self._observation(counts.visible, counts.in_flight, counts.delayed)
         decision = self.policy.decide(obs)
         result = await self.actuator.scale_to(decision.desired, self.workers)
-        self._log(decision, result)
+        changed = self._changed(decision, result)
+        self._log(decision, result, changed)
+        if changed:
+            await self.timeline.record(decision_json(decision, result.protected))
         self.metrics.record(decision, result)
         self.last, self.last_result = decision, result
         return decision
@@ -86,13 +91,16 @@ class Scaler:
         return Observation(self._clock(), visible, in_flight, delayed, in_service, pending,
                            busy, self._processing_s, utilization)
 
-    def _log(self, decision: Decision, result: ScaleResult) -> None:
-        """Actions and changes of mind at INFO; identical holds at DEBUG (one every step)."""
+    def _changed(self, decision: Decision, result: ScaleResult) -> bool:
+        """An action or a change of mind, not the same hold as the step before."""
         previous = self.last
-        repeat = (previous is not None and decision.direction == "hold"
-                  and previous.desired == decision.desired
-                  and previous.reason == decision.reason and not result.protected)
-        log.log(logging.DEBUG if repeat else logging.INFO,
+        return not (previous is not None and decision.direction == "hold"
+                    and previous.desired == decision.desired
+                    and previous.reason == decision.reason and not result.protected)
+
+    def _log(self, decision: Decision, result: ScaleResult, changed: bool) -> None:
+        """Actions and changes of mind at INFO; identical holds at DEBUG (one every step)."""
+        log.log(logging.INFO if changed else logging.DEBUG,
                 "scale decision: queue=%s %s started=%d stopped=%d protected=%d",
                 self.queue_name, decision.describe(), result.started, result.stopped,
                 result.protected)

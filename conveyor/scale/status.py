@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from conveyor.runtime.status import StatusServer
 from conveyor.scale.scaler import Scaler
-from conveyor.worker.status import StatusServer
 
 # Where `conveyor scale run` serves /status and `conveyor scale status` looks by default.
 DEFAULT_STATUS_PORT = 9330

@@ -39,8 +39,9 @@ EVERYTHING = ("*",)
 # Batch actions share their single action's IAM permission.
 _PERMISSION = {"SendMessageBatch": "SendMessage", "DeleteMessageBatch": "DeleteMessage",
                "ChangeMessageVisibilityBatch": "ChangeMessageVisibility"}
-# Actions whose queue we cannot tell from the request: allowed only on every queue.
-_UNKNOWN_QUEUE = frozenset({"CancelMessageMoveTask"})
+# Actions whose queue we cannot tell from the request: allowed only on every queue
+# (DrainWorker names a worker, whose queue only the store knows).
+_UNKNOWN_QUEUE = frozenset({"CancelMessageMoveTask", "DrainWorker"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +93,8 @@ def queues_named(action: str, request: dict[str, Any], account_id: str) -> list[
         names.append(queue_name_from(request["QueueUrl"], account_id) or "")
     if action in ("CreateQueue", "GetQueueUrl") and isinstance(request.get("QueueName"), str):
         names.append(request["QueueName"])
+    if isinstance(request.get("Queue"), str):  # the worker registry's calls name a queue
+        names.append(request["Queue"])
     for member in ("SourceArn", "DestinationArn"):
         if isinstance(request.get(member), str):
             arn = parse_arn(request[member])

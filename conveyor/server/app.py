@@ -24,13 +24,21 @@ from conveyor.server.access import AccessKey
 from conveyor.server.http import Request, Response
 from conveyor.server.metrics import CONTENT_TYPE_LATEST, ServerMetrics
 from conveyor.server.waiters import Waiters
-from conveyor.service import ReceivePlan, RequestContext, Service, leases, polls, workers
+from conveyor.service import (
+    ReceivePlan,
+    RequestContext,
+    Service,
+    StoreError,
+    StoreUnavailable,
+    leases,
+    polls,
+    workers,
+)
 from conveyor.service.base import queue_name_from
 from conveyor.service.messages import apply_trace_header
 from conveyor.service.validate import plain_name
 from conveyor.sqs import jsonproto, queryproto
 from conveyor.sqs.errors import InternalError, RequestTooLarge, ServiceUnavailable, SqsError
-from conveyor.store.base import StoreError, StoreUnavailable
 
 log = logging.getLogger("conveyor.server")
 
@@ -43,6 +51,9 @@ MOVE_EVERY_S = 0.2
 SKEW_EVERY_S = 10.0
 SAMPLE_EVERY_S = 60.0  # the console's charts hold a point a minute
 SAMPLED_QUEUES = 200  # the most recently active queues whose oldest message is sampled
+# How far behind another node's counts may be on a node's charts; one small write per
+# node this often (only when it counted anything).
+ACTIVITY_SAVE_EVERY_S = 5.0
 
 
 @dataclass
@@ -101,6 +112,9 @@ class App:
                        asyncio.create_task(self._every(MOVE_EVERY_S, self._move)),
                        asyncio.create_task(self._every(SKEW_EVERY_S, self._follow_skew)),
                        asyncio.create_task(self._every(SAMPLE_EVERY_S, self._sample))]
+        if self.service.store.shared:  # every node draws the charts from the store
+            self._tasks.append(asyncio.create_task(
+                self._every(ACTIVITY_SAVE_EVERY_S, self.service.save_activity)))
 
     def stop(self) -> None:
         """Stop sweeping; answer parked long polls now (empty) so clients move on."""
@@ -246,9 +260,11 @@ class App:
                 self.metrics.announced(call.action)
             return result
         result = await self.service.fetch(ctx, plan)
-        if result or plan.wait_s == 0 or self.stopping:
-            return result
-        return await self._long_poll(ctx, plan, req.client_gone)
+        if not (result or plan.wait_s == 0 or self.stopping):
+            result = await self._long_poll(ctx, plan, req.client_gone)
+        if plan.answer_extra and result is not None:
+            result = {**result, **plan.answer_extra}
+        return result
 
     async def _long_poll(self, ctx: RequestContext, plan: ReceivePlan,
                          gone: asyncio.Future[None]) -> dict[str, Any] | None:

@@ -14,9 +14,15 @@ from conveyor.service.redrive import RedriveActions
 from conveyor.service.workers import WorkerActions
 from conveyor.sqs.errors import InvalidAction
 
+# What the HTTP layer and console meet through the service without opening a store: the
+# records its reads return and the two failures any call may raise (rendered as an
+# internal error, and as a retryable "service unavailable").
+from conveyor.store.base import Counts, QueueRecord, StoredMessage, StoreError, StoreUnavailable
+
 Action = Callable[[RequestContext, dict[str, Any]], Awaitable[dict[str, Any]]]
 
-__all__ = ["RequestContext", "ReceivePlan", "Service"]
+__all__ = ["Counts", "QueueRecord", "ReceivePlan", "RequestContext", "Service", "StoreError",
+           "StoreUnavailable", "StoredMessage"]
 
 
 class Service(QueueActions, MessageActions, RedriveActions, LeaseActions, WorkerActions):

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
+
 from conveyor.service.messages import _decode_attributes, _system_attributes
+from conveyor.service.rules import DIED
 from conveyor.store.base import QueueRecord, StoredMessage
 
 
@@ -16,3 +19,12 @@ def system_attributes(queue: QueueRecord, message: StoredMessage) -> dict[str, s
 def message_attributes(message: StoredMessage) -> dict[str, Any]:
     """The message attributes as sent (Binary values as bytes)."""
     return _decode_attributes(message.attributes) if message.attributes else {}
+
+
+def death(message: StoredMessage) -> dict[str, Any] | None:
+    """Why a dead letter died (rules.with_death): receive_count, first_receive_ms and
+    last_receive_ms; None when not known (not dead-lettered here, or before this was kept)."""
+    if not message.dlq_source_arn or not message.system:
+        return None
+    found = orjson.loads(message.system).get(DIED)
+    return found if isinstance(found, dict) else None

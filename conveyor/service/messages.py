@@ -60,6 +60,8 @@ class ReceivePlan:
     attribute_names: list[str]
     attempt_id: str | None
     fetched_ms: int = 0  # the clock at the last fetch
+    # Members added to the answer (PollMessages: `Drain` from its announcement, polls.py).
+    answer_extra: dict[str, Any] = field(default_factory=dict)
 
 
 class MessageActions(ServiceBase):
@@ -509,7 +511,8 @@ async def receive_from(store: Store, queue: QueueRecord, max_messages: int, visi
         if spent:
             assert redrive is not None
             await claim.dead_letter([m.seq for m in spent], redrive.dead_letter_queue_id,
-                                    redrive.source_arn, now_ms)
+                                    redrive.source_arn, now_ms,
+                                    [rules.with_death(m, now_ms) for m in spent])
             redrive.moved += [m.message_id for m in spent]
             gone = {m.seq for m in spent}
             taken = [m for m in taken if m.seq not in gone]

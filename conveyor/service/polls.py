@@ -6,7 +6,8 @@ any SQS call, beside AnnounceWorker (workers.py):
 - PollMessages {<a ReceiveMessage request>, WaitTimeSeconds: 0..MAX_WAIT_S, Announce?}
   answers exactly as ReceiveMessage does, but may wait up to MAX_WAIT_S for a message
   where SQS stops at 20 s. `Announce`, when present, is an AnnounceWorker request
-  (WorkerId, Queue, TtlSeconds, Status, Kind), recorded before the poll parks.
+  (WorkerId, Queue, TtlSeconds, Status, Kind), recorded before the poll parks; the
+  answer then also carries what AnnounceWorker's would (`"Drain": true`, workers.py).
 
 Why: an idle worker on Amazon SQS makes 180 long polls an hour (20 s each) plus nothing
 else; here it can make 30 (120 s each) and announce itself with each of them, instead of
@@ -71,6 +72,6 @@ async def plan_poll(service: _Service, ctx: RequestContext, req: dict[str, Any])
         raise
     plan: ReceivePlan = await service.plan_receive(ctx, receive)
     if announce is not None:
-        await service.announce_worker(ctx, announce)
+        plan.answer_extra = await service.announce_worker(ctx, announce)
     plan.wait_s = wait_s
     return plan

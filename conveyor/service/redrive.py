@@ -20,7 +20,7 @@ from conveyor.sqs.errors import (
     SqsError,
     invalid_value,
 )
-from conveyor.store.base import MoveTaskRecord, QueueRecord
+from conveyor.store.base import MoveTaskRecord, QueueRecord, StoredMessage
 
 Request = dict[str, Any]
 MOVE_STEP_S = 0.2  # how often running move tasks move their next slice
@@ -181,6 +181,36 @@ class RedriveActions(ServiceBase):
         await self.store.save_move_task(task)
         for destination in ready.values():
             self.on_ready(destination, len(moves))
+
+    async def move_selected(self, source: QueueRecord, messages: list[StoredMessage],
+                            destination: QueueRecord | None, by: str) -> int:
+        """Move these messages of `source` (the console's selection) to `destination`, or
+        each to the queue it was dead-lettered from, as fresh visible messages, as a move
+        task moves them; not an SQS action, so no client reaches it. Those received since
+        they were looked at stay. How many moved, logged with `by` (who asked)."""
+        moves: list[tuple[int, int]] = []
+        ready: dict[int, QueueRecord] = {}
+        for m in messages:
+            target = destination
+            if target is None:
+                arn = parse_arn(m.dlq_source_arn or "")
+                target = await self.store.get_queue(arn.region, arn.name) if arn else None
+                if target is None:
+                    raise InvalidParameterValue(
+                        f"Message {m.message_id} came from no queue that exists: choose a "
+                        "destination.")
+            if not rules.may_move(source.id, target.id) or target.fifo != source.fifo:
+                raise InvalidParameterValue(
+                    f"Message {m.message_id} cannot move to {target.name}: a destination "
+                    "must differ from the queue and be of its type (standard or FIFO).")
+            moves.append((m.seq, target.id))
+            ready[target.id] = target
+        moved = await self.store.move(moves, self.clock.now_ms()) if moves else 0
+        for target in ready.values():
+            self.on_ready(target, moved)
+        self.log.info("moved %d selected message(s) of %s for %s", moved, source.name, by,
+                      extra={"queue": source.name, "access_key": by})
+        return moved
 
     async def _destination(self, ctx: RequestContext, source: QueueRecord, task: MoveTaskRecord,
                            source_arn: str | None) -> QueueRecord | None:

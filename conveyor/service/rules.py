@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+import orjson
+
 from conveyor.store.base import OK, STALE, Counts, QueueRecord, StoredMessage
 
 # How many visible messages a FIFO receive walks, at most, looking for available groups:
@@ -82,6 +84,8 @@ def counts(tally: Mapping[tuple[bool, bool], int]) -> Counts:
 
 # --- receiving ---------------------------------------------------------------------------------
 
+DIED = "ConveyorDied"  # where a dead letter keeps why it died, in its system attributes JSON
+
 
 def spent(messages: Iterable[StoredMessage], max_receive_count: int) -> list[StoredMessage]:
     """Of the messages a receive claimed (their receive count includes this receive), those
@@ -91,6 +95,17 @@ def spent(messages: Iterable[StoredMessage], max_receive_count: int) -> list[Sto
     among the receive's MaxNumberOfMessages all the same, so that a receive never reads
     more of a backlog than it could return."""
     return [m for m in messages if m.receive_count > max_receive_count]
+
+
+def with_death(message: StoredMessage, now_ms: int) -> str:
+    """A spent message's system-attributes JSON (stored with it) with why it died added
+    under DIED, for the console: its receive count (past maxReceiveCount), its first
+    receive and its last, the receive at `now_ms` that moved it. Receives never return
+    this member (they read AWSTraceHeader alone)."""
+    system = orjson.loads(message.system) if message.system else {}
+    system[DIED] = {"receive_count": message.receive_count,
+                    "first_receive_ms": message.first_receive_ms, "last_receive_ms": now_ms}
+    return orjson.dumps(system).decode()
 
 
 def visibility_outcome(queue: QueueRecord, token: str,

@@ -143,9 +143,10 @@ class Claim(Protocol):
     messages: list[StoredMessage]
 
     async def dead_letter(self, seqs: list[int], dead_letter_queue_id: int, source_arn: str,
-                          now_ms: int) -> None:
+                          now_ms: int, systems: list[str | None] | None = None) -> None:
         """Move these claimed messages to the dead-letter queue as fresh, visible ones
-        (receive count 0, no receipt), remembering where they came from."""
+        (receive count 0, no receipt), remembering where they came from; given `systems`
+        (one for each seq), their system attributes JSON becomes those (why they died)."""
 
 
 class Held(Protocol):
@@ -291,3 +292,14 @@ class Store(Protocol):
     async def workers(self, now_ms: int) -> list[tuple[str, int, str]]:
         """(worker id, first seen ms, record) of the live workers, the oldest first; the
         expired ones are forgotten."""
+
+    # the console's charts on a shared store (service/activity.py); shared stores only
+    async def add_activity(self, rows: list[tuple[int, int, int, int, int, int | None]],
+                           prune_before_minute: int | None) -> None:
+        """Add each (queue id, minute, sent, received, deleted, oldest age s or None) to
+        the minute's counts (the age replaces the one kept, when given); then, given
+        `prune_before_minute`, forget the minutes before it."""
+    async def activity(self, queue_ids: list[int], from_minute: int
+                       ) -> list[tuple[int, int, int, int, int, int | None]]:
+        """(queue id, minute, sent, received, deleted, oldest age s or None) of these
+        queues' minutes from `from_minute` on."""

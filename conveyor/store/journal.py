@@ -146,12 +146,15 @@ class JournaledStore(SqliteStore):
             for seq, visible_at in record[2]:
                 messages[seq].visible_at = visible_at
         elif kind == "m":  # dead-lettered: queue id, seq, dead-letter queue id, now, source
+            # [, system attributes JSON with why it died]
             held = self._pending[record[1]].pop(record[2])
             held.queue_id = record[3]
             held.visible_at = record[4]
             message = held.message
             message.receive_count, message.first_receive_ms = 0, None
             message.receipt, message.dlq_source_arn = None, record[5]
+            if len(record) > 6:
+                message.system = record[6]
             self._pending.setdefault(record[3], {})[message.seq] = held
         elif kind == "q":  # queue deleted: queue id
             self._held -= len(self._pending.pop(record[1], {}))
@@ -336,9 +339,11 @@ class JournaledStore(SqliteStore):
         return [_copy(held[seq].message) for seq in chosen]
 
     def _dead_letter_held(self, queue_id: int, seqs: list[int], dead_letter_queue_id: int,
-                          source_arn: str, now_ms: int) -> None:
+                          source_arn: str, now_ms: int,
+                          systems: list[str | None] | None) -> None:
         self._record([["m", queue_id, seq, dead_letter_queue_id, now_ms, source_arn]
-                      for seq in seqs])
+                      + ([systems[i]] if systems is not None else [])
+                      for i, seq in enumerate(seqs)])
 
     async def delete(self, queue: QueueRecord, handles: list[Handle],
                      in_flight_after_ms: int | None = None) -> list[str]:
@@ -467,14 +472,18 @@ class _JournalClaim:
         return self
 
     async def dead_letter(self, seqs: list[int], dead_letter_queue_id: int, source_arn: str,
-                          now_ms: int) -> None:
+                          now_ms: int, systems: list[str | None] | None = None) -> None:
+        system_of = dict(zip(seqs, systems, strict=True)) if systems is not None else None
         held = [seq for seq in seqs if seq in self.in_memory]
         if held:
-            self.store._dead_letter_held(self.queue.id, held, dead_letter_queue_id, source_arn,
-                                         now_ms)
+            self.store._dead_letter_held(
+                self.queue.id, held, dead_letter_queue_id, source_arn, now_ms,
+                [system_of[seq] for seq in held] if system_of is not None else None)
         stored = [seq for seq in seqs if seq not in self.in_memory]
         if stored:
-            await self.inner.dead_letter(stored, dead_letter_queue_id, source_arn, now_ms)
+            await self.inner.dead_letter(
+                stored, dead_letter_queue_id, source_arn, now_ms,
+                [system_of[seq] for seq in stored] if system_of is not None else None)
             self.store._sqlite_idle_until.pop(dead_letter_queue_id, None)
 
     async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,

@@ -165,6 +165,18 @@ CREATE INDEX conveyor_messages_group_seq ON conveyor_messages (queue_id, group_i
     INCLUDE (visible_at, sent_ms) WHERE group_id IS NOT NULL;
 CREATE INDEX conveyor_messages_ready_seq ON conveyor_messages (queue_id, visible_at, seq)
     WHERE group_id IS NOT NULL;
+"""), (7, """
+-- The console's charts: every node adds what it counted to the minute's row, so every node
+-- draws the same last hour. About an hour of rows per active queue; older ones pruned.
+CREATE TABLE conveyor_activity (
+    queue_id  BIGINT NOT NULL,
+    minute    BIGINT NOT NULL,           -- ms since the epoch // 60,000
+    sent      BIGINT NOT NULL DEFAULT 0,
+    received  BIGINT NOT NULL DEFAULT 0,
+    deleted   BIGINT NOT NULL DEFAULT 0,
+    oldest_s  BIGINT,                    -- the oldest waiting message's age; NULL: unsampled
+    PRIMARY KEY (queue_id, minute)
+);
 """)]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 _MIGRATION_LOCK = 0x636F6E76  # advisory lock key: one node migrates at a time
@@ -283,9 +295,11 @@ _DELETE = (
 # Calls that go together in one statement at most (_coalesce.py): bounds its size.
 _COALESCE_MAX = 100
 _DEAD_LETTER = (
-    "UPDATE conveyor_messages SET queue_id=$1, visible_at=$2, receive_count=0,"
-    " first_receive_ms=NULL, receipt=NULL, dlq_source_arn=$3"
-    " WHERE seq = ANY($4::bigint[]) AND receipt=$5"
+    "UPDATE conveyor_messages m SET queue_id=$1, visible_at=$2, receive_count=0,"
+    " first_receive_ms=NULL, receipt=NULL, dlq_source_arn=$3,"
+    " system=CASE WHEN $6 THEN d.system ELSE m.system END"
+    " FROM unnest($4::bigint[], $7::text[]) AS d(seq, system)"
+    " WHERE m.seq=d.seq AND m.receipt=$5"
 )
 
 _DB_NOW_MS = "SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint"
@@ -887,6 +901,23 @@ class PostgresStore:
                 worker_id, now_ms, expires_ms, record)
         return True
 
+    async def add_activity(self, rows: list[tuple[int, int, int, int, int, int | None]],
+                           prune_before_minute: int | None) -> None:
+        async with self._tx() as db:
+            if rows:
+                await db.execute(_ADD_ACTIVITY, *(list(c) for c in zip(*rows, strict=True)))
+            if prune_before_minute is not None:
+                await db.execute("DELETE FROM conveyor_activity WHERE minute<$1",
+                                 prune_before_minute)
+
+    async def activity(self, queue_ids: list[int], from_minute: int
+                       ) -> list[tuple[int, int, int, int, int, int | None]]:
+        async with self._conn() as db:
+            rows = await db.fetch("SELECT queue_id, minute, sent, received, deleted, oldest_s"
+                                  " FROM conveyor_activity WHERE queue_id=ANY($1::bigint[])"
+                                  " AND minute>=$2", queue_ids, from_minute)
+        return [tuple(r) for r in rows]
+
     async def workers(self, now_ms: int) -> list[tuple[str, int, str]]:
         async with self._conn() as db:
             await db.execute("DELETE FROM conveyor_workers WHERE expires_ms<=$1", now_ms)
@@ -911,9 +942,9 @@ class _Claim:
         self.db, self.receipt, self.messages = db, receipt, messages
 
     async def dead_letter(self, seqs: list[int], dead_letter_queue_id: int, source_arn: str,
-                          now_ms: int) -> None:
+                          now_ms: int, systems: list[str | None] | None = None) -> None:
         await self.db.execute(_DEAD_LETTER, dead_letter_queue_id, now_ms, source_arn, seqs,
-                              self.receipt)
+                              self.receipt, systems is not None, systems or [None] * len(seqs))
 
 
 class _SharedClaim(_Claim):
@@ -948,6 +979,12 @@ class _Held:
 
 
 _LEASE_COLUMNS = "name, holder, version, expires_ms, data"
+# Many nodes' counts meet here: each adds its own; a sampled age replaces the one kept.
+_ADD_ACTIVITY = (
+    "INSERT INTO conveyor_activity AS a SELECT * FROM unnest($1::bigint[], $2::bigint[],"
+    " $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[]) ON CONFLICT (queue_id, minute)"
+    " DO UPDATE SET sent=a.sent+EXCLUDED.sent, received=a.received+EXCLUDED.received,"
+    " deleted=a.deleted+EXCLUDED.deleted, oldest_s=COALESCE(EXCLUDED.oldest_s, a.oldest_s)")
 
 
 def _insert_row(queue: QueueRecord, m: NewMessage) -> tuple:

@@ -461,11 +461,14 @@ class SqliteStore:
         return taken
 
     def _dead_letter_now(self, db: apsw.Connection, seqs: list[int], dead_letter_queue_id: int,
-                         source_arn: str, now_ms: int) -> None:
+                         source_arn: str, now_ms: int,
+                         systems: list[str | None] | None = None) -> None:
         db.executemany(
             "UPDATE messages SET queue_id=?, visible_at=?, receive_count=0,"
-            " first_receive_ms=NULL, receipt=NULL, dlq_source_arn=? WHERE seq=?",
-            [(dead_letter_queue_id, now_ms, source_arn, seq) for seq in seqs])
+            " first_receive_ms=NULL, receipt=NULL, dlq_source_arn=?,"
+            " system=CASE WHEN ?5 THEN ?6 ELSE system END WHERE seq=?4",
+            [(dead_letter_queue_id, now_ms, source_arn, seq, systems is not None,
+              systems[i] if systems is not None else None) for i, seq in enumerate(seqs)])
 
     def _fifo_candidates(self, db: apsw.Connection, queue_id: int, limit: int, now_ms: int,
                          cutoff_ms: int, picking: Picking) -> list[int]:
@@ -890,9 +893,10 @@ class _Claim:
         return self
 
     async def dead_letter(self, seqs: list[int], dead_letter_queue_id: int, source_arn: str,
-                          now_ms: int) -> None:
+                          now_ms: int, systems: list[str | None] | None = None) -> None:
         with _translated():
-            self.store._dead_letter_now(self.db, seqs, dead_letter_queue_id, source_arn, now_ms)
+            self.store._dead_letter_now(self.db, seqs, dead_letter_queue_id, source_arn, now_ms,
+                                        systems)
 
     async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
                         tb: object) -> None:

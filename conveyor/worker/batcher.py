@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from conveyor.client import BatchResult, SQSError, SQSTransportError
+from conveyor.worker import telemetry
 from conveyor.worker.backoff import ErrorBackoff
 
 log = logging.getLogger(__name__)
@@ -103,8 +104,12 @@ class Batcher:
             task.add_done_callback(self._tasks.discard)
 
     async def _send_batch(self, batch: list[_Entry]) -> None:
+        attributes = telemetry.messaging(self._queue, self._action, "settle", **{
+            "messaging.batch.message_count": len(batch)})
         try:
-            result = await self._send([(str(i), entry.payload) for i, entry in enumerate(batch)])
+            with telemetry.span(f"{self._action} {self._queue}", "CLIENT", attributes):
+                result = await self._send([(str(i), entry.payload)
+                                           for i, entry in enumerate(batch)])
         except (SQSTransportError, SQSError) as exc:
             self._slots.release()
             await self._call_failed(batch, exc)

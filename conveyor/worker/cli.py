@@ -1,4 +1,5 @@
-"""`conveyor worker` and `conveyor up`, registered on the top-level `conveyor` group."""
+"""`conveyor worker`, registered on the top-level `conveyor` group, and the hooks every
+worker it runs gets."""
 
 from __future__ import annotations
 
@@ -11,12 +12,15 @@ import click
 from conveyor import logs
 from conveyor._click import OneLineError
 from conveyor.client import SQSError
-from conveyor.cron.service import CronConfigError, check_cron_config
-from conveyor.worker.config import ConfigError, load_config
+from conveyor.cron.service import CronConfigError, CronService, check_cron_config
+from conveyor.runtime.loop import install_signal_handlers, run_loop
+from conveyor.worker.config import ConfigError, WorkerConfig, load_config
+from conveyor.worker.daemon import HookFactory, Worker
 from conveyor.worker.options import OPTIONS, Option
-from conveyor.worker.runner import run_loop, serve
 
 _LOG_LEVELS = click.Choice(["debug", "info", "warning", "error"], case_sensitive=False)
+# What plugs into every worker Conveyor runs (here and in `conveyor up`): periodic tasks.
+WORKER_HOOKS: tuple[HookFactory, ...] = (CronService.from_config,)
 
 
 def click_option(option: Option) -> Any:
@@ -63,9 +67,13 @@ def worker_command(config_file: Path | None, log_level: str, **values: Any) -> N
         raise click.ClickException(msg) from None
 
 
-def register(main: click.Group) -> None:
-    """Add `worker` and `up` to the top-level `conveyor` command."""
-    from conveyor.worker.up import up_command
+async def serve(config: WorkerConfig) -> None:
+    """Run one worker until a signal stops it."""
+    worker = Worker(config, hooks=WORKER_HOOKS)
+    install_signal_handlers(worker.stop)
+    await worker.run()
 
+
+def register(main: click.Group) -> None:
+    """Add `worker` to the top-level `conveyor` command."""
     main.add_command(worker_command)
-    main.add_command(up_command)

@@ -39,6 +39,7 @@ class WorkerConfig:
     max_retries: int = 10
     app_url: str = "http://localhost:80"
     accept_any_2xx: bool = False
+    adaptive_concurrency: bool = False
     expired_to_dead_letter: bool = False
     max_error_visibility_timeout: int = 3600
     drain_timeout: int = 30
@@ -46,6 +47,7 @@ class WorkerConfig:
     extended_poll_wait_time: int = 120
     idle_backoff_min: float = 0.5
     idle_backoff_max: float = 5.0
+    batch_size: int = 0
     health_check_path: str = ""
     signing_secret: str = ""
     status_port: int = 0

@@ -7,6 +7,10 @@
 
 At most HttpConnections + one batch of messages are held at once (`Slots`), so a free
 connection always finds the next message waiting instead of holding a batch hostage.
+With BatchSize, each dispatcher POSTs up to BatchSize of them at once as AWS Lambda's SQS
+event and settles each by the app's partial batch response (batch_delivery.py); then
+HttpConnections × BatchSize + one batch are held. With AdaptiveConcurrency the limit on
+open POSTs, and so on messages held, follows the app instead (`OpenPosts`, adaptive.py).
 
 On a FIFO queue, one message per MessageGroupId is at the app at a time, in receive order
 (`GroupQueues`); the group's later messages wait here, kept invisible, until it is done.
@@ -36,10 +40,13 @@ import math
 import os
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from prometheus_client import CollectorRegistry
+
+from conveyor import __version__
 from conveyor.client import (
     Message,
     SQSClient,
@@ -48,13 +55,18 @@ from conveyor.client import (
     endpoint_from_queue_url,
     queue_name_from_url,
 )
-from conveyor.cron.service import CronService, LedgerBusy
+from conveyor.clock import Clock
+from conveyor.runtime.hooks import TryLater, WorkerHook
+from conveyor.runtime.presence import Presence
+from conveyor.runtime.status import StatusServer
+from conveyor.worker.adaptive import ConcurrencyLimit
 from conveyor.worker.backoff import (
     MAX_VISIBILITY_S,
     ErrorBackoff,
     IdleBackoff,
     failure_visibility,
 )
+from conveyor.worker.batch_delivery import BatchPoster, QueueIdentity
 from conveyor.worker.batcher import Batcher
 from conveyor.worker.breaker import (
     GRACE_S,
@@ -65,13 +77,11 @@ from conveyor.worker.breaker import (
 )
 from conveyor.worker.config import WorkerConfig
 from conveyor.worker.delivery import Deliverer, Outcome
-from conveyor.worker.flow import IdleControl, Slots
+from conveyor.worker.flow import IdleControl, OpenPosts, Slots
 from conveyor.worker.groups import GroupQueues
 from conveyor.worker.metrics import WorkerMetrics
-from conveyor.worker.presence import Presence
 from conveyor.worker.queues import WorkerQueues, prepare_worker_queue, send_to_dead_letter
 from conveyor.worker.receiver import Receiver
-from conveyor.worker.status import StatusServer
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +95,12 @@ _ERROR_LOG_EVERY_S = 30.0
 _HELD_PER_SLOT = 10
 # A dead-letter queue that refused a message's copy is tried again this much later.
 _DEAD_LETTER_RETRY_S = 10
+# With BatchSize, HttpConnections × BatchSize messages may be held: more receives at once
+# than this add connections to the queue server, not throughput.
+_MAX_POLLERS = 64
+
+# Makes one hook for one worker: its config, its queue's name, its metrics registry.
+HookFactory = Callable[[WorkerConfig, str, CollectorRegistry], WorkerHook]
 
 
 @dataclass(slots=True)
@@ -110,7 +126,7 @@ class Worker:
     """One worker daemon for one queue. `await run()` until `stop()` (or a signal) drains it."""
 
     def __init__(self, config: WorkerConfig, *, clock: Callable[[], float] = time.time,
-                 rng: random.Random | None = None) -> None:
+                 rng: random.Random | None = None, hooks: Sequence[HookFactory] = ()) -> None:
         self.config = config
         self.queue_url = config.worker_queue_url
         self.queue_name = queue_name_from_url(config.worker_queue_url)
@@ -119,9 +135,10 @@ class Worker:
         self.state = "starting"
         self._clock = clock  # wall clock, only for RetentionPeriod; injectable for tests
         self._rng = rng or random.Random()
-        self._batch = min(SQS_MAX_RECEIVE, config.http_connections)
-        self._slots = Slots(config.http_connections + self._batch)
-        self._pollers = math.ceil(self._slots.capacity / self._batch)
+        at_app = config.http_connections * max(1, config.batch_size)  # messages at the app
+        self._batch = min(SQS_MAX_RECEIVE, at_app)
+        self._slots = Slots(at_app + self._batch)
+        self._pollers = min(math.ceil(self._slots.capacity / self._batch), _MAX_POLLERS)
         self._idle = IdleControl(self._pollers, IdleBackoff(
             config.idle_backoff_min, config.idle_backoff_max, self._rng))
         self._poll_errors = ErrorBackoff(self._rng)
@@ -130,6 +147,11 @@ class Worker:
         self._fifo = self.queue_name.endswith(".fifo")  # SQS requires the suffix
         self._groups: GroupQueues[Job] = GroupQueues()
         self._waiting = Slots(self._slots.capacity * _HELD_PER_SLOT)
+        self._open = OpenPosts(ConcurrencyLimit(Clock(), config.http_connections,
+                                                adaptive=config.adaptive_concurrency),
+                               self._slots, per_post=max(1, config.batch_size),
+                               receive_batch=self._batch)
+        self.metrics.concurrency_limit(self._open.limit.current)
         self._buffer: asyncio.Queue[Job | None] = asyncio.Queue()
         self._stopping = asyncio.Event()
         self._force = asyncio.Event()
@@ -140,10 +162,11 @@ class Worker:
         self.presence: Presence | None = None
         self.receiver: Receiver | None = None
         self._deliverer = Deliverer(config, self.queue_name)
+        self._batches: BatchPoster | None = None  # BatchSize: several messages per POST
         self._breaker: Breaker[Job] = Breaker(self._rng)
         self._prober: asyncio.Task[None] | None = None
         self._grace: asyncio.TimerHandle | None = None
-        self.cron = CronService.from_config(config, self.queue_name, self.metrics.registry)
+        self.hooks = [make(config, self.queue_name, self.metrics.registry) for make in hooks]
 
     # -- life cycle -----------------------------------------------------------
 
@@ -212,9 +235,13 @@ class Worker:
         self._delete.start()
         self._change.start()
         await self._deliverer.open()
-        await self.cron.start(sqs, url)
-        self.presence = Presence(sqs, self.queue_name,
-                                  lambda: {**self.health()[1], "app": self.config.post_url})
+        if self.config.batch_size:
+            self._batches = BatchPoster(self._deliverer, self.queue_name,
+                                        QueueIdentity.from_url(url, sqs.region), fifo=self._fifo)
+        for hook in self.hooks:
+            await hook.start(sqs, url)
+        self.presence = Presence(sqs, self.queue_name, self._announced_status,
+                                 on_drain=self.stop)
         self.receiver = Receiver(sqs, url, wait_s=self.config.poll_wait_time,
                                  extended_wait_s=self.config.extended_poll_wait_time,
                                  visibility_timeout_s=self.config.visibility_timeout,
@@ -239,7 +266,8 @@ class Worker:
         """Stop receiving, release what has not started, let open requests finish up to
         DrainTimeout, release the rest with visibility 0, and flush every batch."""
         self.state = "draining"
-        await self.cron.stop()  # hand the cron lease over before the drain, not after
+        for hook in self.hooks:  # e.g. the cron lease is handed over before the drain
+            await hook.stop()
         if self._grace is not None:
             self._grace.cancel()
         if self._prober is not None:
@@ -270,7 +298,8 @@ class Worker:
         heartbeat.cancel()
         await asyncio.gather(heartbeat, return_exceptions=True)
         await self._deliverer.close()
-        await self.cron.close()
+        for hook in self.hooks:
+            await hook.close()
         assert self._delete is not None and self._change is not None
         await asyncio.gather(self._delete.close(10.0), self._change.close(10.0))
         if self.presence is not None:
@@ -346,8 +375,12 @@ class Worker:
     # -- dispatching ----------------------------------------------------------
 
     async def _dispatch_loop(self) -> None:
+        if self._batches is not None:
+            await self._batch_loop()
+            return
         while True:
-            job = await self._buffer.get()
+            await self._open.enter()  # room under the concurrency limit first (kept on return:
+            job = await self._buffer.get()  # the worker is stopping)
             if job is None:
                 return
             try:
@@ -355,35 +388,129 @@ class Worker:
                     await self._handle(job)
             finally:
                 self._slots.give(1)
+                self._open.leave()
 
     async def _handle(self, job: Job) -> None:
+        if await self._admit(job):
+            self.metrics.waited(time.monotonic() - job.accepted_s)
+            await self._settle(job, await self._post(job))
+
+    async def _admit(self, job: Job) -> bool:
+        """True when the message is to be POSTed now; else it has been dealt with (dead-
+        lettered, expired, a duplicate scheduled run, held while the app is unavailable)."""
         message = job.message
         if job.exhausted:  # its copy to the dead-letter queue failed before: try again
             await self._to_dead_letter(job, "MaxRetries")
-            return
+            return False
         age_s = self._age_s(message)
         if age_s is not None and age_s > self.config.retention_period:
             await self._expire(job, age_s)
-            return
-        if not await self._admit_scheduled(job):
-            return
+            return False
+        if not await self._admitted_by_hooks(job):
+            return False
         if self._breaker.is_open:  # the app is unavailable: hold it, do not try it
             self._park(job)
-            return
-        self.metrics.waited(time.monotonic() - job.accepted_s)
-        await self._settle(job, await self._post(job))
+            return False
+        return True
+
+    # -- batch delivery (BatchSize, batch_delivery.py) ------------------------------------
+
+    async def _batch_loop(self) -> None:
+        """A dispatcher that POSTs what the buffer holds, up to BatchSize messages at a time
+        (and on a FIFO queue the messages waiting behind each group's first, in order)."""
+        size = self.config.batch_size
+        while True:
+            await self._open.enter()  # room under the concurrency limit first
+            job: Job | None = await self._buffer.get()
+            batch: list[Job] = []
+            taken = 0
+            try:
+                while job is not None:
+                    taken += 1
+                    if not job.released and await self._admit(job):
+                        if self._deliverer.goes_alone(job.message):
+                            await self._settle(job, await self._post(job))  # to its own url
+                        else:
+                            batch.append(job)
+                            batch += self._followers(job, size - len(batch))
+                    if len(batch) >= size or self._buffer.empty():
+                        break
+                    job = self._buffer.get_nowait()
+                if batch:
+                    await self._post_batch(batch)
+            finally:
+                self._slots.give(taken)
+                self._open.leave()
+            if job is None:
+                return
+
+    def _followers(self, job: Job, room: int) -> list[Job]:
+        """FIFO: the messages of the job's group waiting behind it, to go in its batch."""
+        if job.group is None or room <= 0:
+            return []
+        followers: list[Job] = []
+        for other in self._groups.members(job.group)[1:room + 1]:
+            age_s = self._age_s(other.message)
+            if (other.released or self._deliverer.goes_alone(other.message)
+                    or (age_s is not None and age_s > self.config.retention_period)):
+                break  # dealt with one by one when it is the group's first
+            followers.append(other)
+        return followers
+
+    async def _post_batch(self, batch: list[Job]) -> None:
+        """POST a batch and settle each message: deleted, retried, or (FIFO) left waiting
+        behind a failure in its group."""
+        assert self._batches is not None
+        started = time.monotonic()
+        for job in batch:
+            job.started_s = started
+            self.metrics.waited(started - job.accepted_s)
+        self.metrics.in_flight(1)
+        posted = self._open.posting()
+        status = "cancelled"
+        try:
+            outcomes = await self._batches.post([job.message for job in batch])
+            status = next((outcome.status for outcome in outcomes if outcome is not None), status)
+        except asyncio.CancelledError:
+            for job in batch:
+                self._release(job)
+            raise
+        finally:
+            self.metrics.in_flight(-1)
+            self._open.posted(posted, status)
+            self.metrics.concurrency_limit(self._open.limit.current, self._open.limit.cuts)
+        self.metrics.batch_posted(outcomes)
+        for job, outcome in zip(batch, outcomes, strict=True):
+            if outcome is None:  # unprocessed: waits behind its group's failure, uncounted
+                job.started_s = None
+                log.info("not processed, waits behind a failure in its group: queue=%s "
+                         "message=%s group=%s", self.queue_name, job.message.message_id,
+                         job.group, extra=self._fields(job.message, outcome="unprocessed"))
+        for job, outcome in zip(batch, outcomes, strict=True):
+            if outcome is not None:
+                await self._settle(job, outcome)
 
     async def _post(self, job: Job) -> Outcome:
-        """POST the message to the app (job.started_s says since when)."""
+        """POST the message to the app (job.started_s says since when), within the
+        concurrency limit (adaptive.py)."""
+        started = self._open.posting()
         job.started_s = time.monotonic()
         self.metrics.in_flight(1)
+        status = "cancelled"
         try:
-            return await self._deliverer.deliver(job.message)
+            if self._batches is None or self._deliverer.goes_alone(job.message):
+                outcome = await self._deliverer.deliver(job.message)
+            else:
+                outcome = await self._batches.post_one(job.message)  # a probe: a batch of one
+            status = outcome.status
+            return outcome
         except asyncio.CancelledError:
             self._release(job)
             raise
         finally:
             self.metrics.in_flight(-1)
+            self._open.posted(started, status)
+            self.metrics.concurrency_limit(self._open.limit.current, self._open.limit.cuts)
 
     async def _settle(self, job: Job, outcome: Outcome) -> None:
         """Act on a POST's outcome: delete, retry, or hold it while the app is unavailable."""
@@ -407,18 +534,20 @@ class Worker:
                       message.message_id, outcome.status, outcome.elapsed_s,
                       extra=self._fields(message, outcome="done", status=outcome.status))
 
-    async def _admit_scheduled(self, job: Job) -> bool:
-        """Periodic tasks: a scheduled job whose run another message already carries is
-        deleted unposted; if the run ledger is unreachable the job is retried later."""
+    async def _admitted_by_hooks(self, job: Job) -> bool:
+        """A message a hook refuses (periodic tasks: a scheduled job whose run another
+        message already carries) is deleted unposted; one it cannot judge yet (the run
+        ledger is unreachable) is retried later."""
         try:
-            if await self.cron.admit(job.message):
-                return True
-        except LedgerBusy as exc:
-            await self._retry(job, Outcome(False, "run-ledger-unavailable", 0.0, detail=str(exc)))
+            for hook in self.hooks:
+                if not await hook.before_delivery(job.message):
+                    self._submit_delete(job.message)
+                    self._finish(job)
+                    return False
+        except TryLater as exc:
+            await self._retry(job, Outcome(False, exc.reason, 0.0, detail=str(exc)))
             return False
-        self._submit_delete(job.message)
-        self._finish(job)
-        return False
+        return True
 
     def _age_s(self, message: Message) -> float | None:
         """Seconds since the message was sent (SentTimestamp), as RetentionPeriod counts.
@@ -466,7 +595,8 @@ class Worker:
         if following is None:
             return
         if self._stopping.is_set():
-            self._release(following)  # and so, one by one, the rest of its group
+            if following.started_s is None:  # else at the app, in the same batch
+                self._release(following)  # and so, one by one, the rest of its group
         else:
             self._dispatch(following)
 
@@ -484,7 +614,8 @@ class Worker:
     def _dispatch(self, job: Job) -> None:
         """Hand a held message to the dispatchers now, ahead of the next receive."""
         job.retry = None
-        if job.released or job.message.receipt_handle not in self._jobs:
+        if (job.released or job.message.receipt_handle not in self._jobs
+                or job.started_s is not None):  # at the app (in its group's batch)
             return
         self._stop_waiting(job)
         self._slots.overdraw(1)
@@ -836,6 +967,11 @@ class Worker:
 
     # -- health ---------------------------------------------------------------
 
+    def _announced_status(self) -> dict[str, Any]:
+        """What the server's console lists for this worker (presence.py)."""
+        return {**self.health()[1], "app": self.config.post_url, "version": __version__,
+                "failed": self.metrics.failures}
+
     def health(self) -> tuple[bool, dict[str, Any]]:
         """(healthy, report) for /health."""
         reachable = self._poll_errors.failures == 0
@@ -846,6 +982,7 @@ class Worker:
                   "held": self._slots.capacity - self._slots.free,
                   "holding": len(self._jobs),  # received, not finished: busy for conveyor scale
                   "app_available": not self._breaker.is_open,
+                  "concurrency_limit": self._open.limit.current,
                   "processing_avg_s": self.metrics.processing_avg_s,
                   "processed": self.metrics.processed}
         return status == "running", report

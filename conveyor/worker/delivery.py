@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 from conveyor import __version__
 from conveyor.client import Message
 from conveyor.cron.jobs import ATTR_PREFIX, ScheduledJob
+from conveyor.worker import telemetry
 from conveyor.worker.backoff import parse_retry_after
 from conveyor.worker.config import WorkerConfig
 from conveyor.worker.http1 import (
@@ -21,6 +22,7 @@ from conveyor.worker.http1 import (
     ResponseTimeout,
 )
 from conveyor.worker.signing import SIGNATURE_HEADER, sign
+from conveyor.worker.trace_context import trace_headers
 
 # Apps such as django-eb-sqs-worker check that the User-Agent starts with aws-sqsd.
 USER_AGENT = f"aws-sqsd/3.0.4 (conveyor/{__version__})"
@@ -78,10 +80,17 @@ class Deliverer:
     def __init__(self, config: WorkerConfig, queue_name: str) -> None:
         self._config = config
         self._queue_name = queue_name
-        self._base_path = urlsplit(config.app_url).path.rstrip("/")
+        parts = urlsplit(config.app_url)
+        self._origin = f"{parts.scheme}://{parts.netloc}"
+        self._base_path = parts.path.rstrip("/")
         self._path = self._base_path + config.http_path
         self._client = AppClient(config.app_url, config.connect_timeout)
         self._timeout_s = config.inactivity_timeout
+
+    @property
+    def path(self) -> str:
+        """Where messages are POSTed: AppURL's path + HttpPath."""
+        return self._path
 
     async def open(self) -> None:
         """Nothing to open: connections are made on first use."""
@@ -90,38 +99,66 @@ class Deliverer:
         """Close idle connections."""
         self._client.close()
 
+    @staticmethod
+    def goes_alone(message: Message) -> bool:
+        """A scheduled job goes to its own task's url, never in a batch."""
+        return ScheduledJob.from_message(message) is not None
+
     async def deliver(self, message: Message) -> Outcome:
         """POST `message` to the app and report the outcome (never raises for app errors).
 
-        A scheduled job (periodic task) goes to its task's url with an empty body."""
+        A scheduled job (periodic task) goes to its task's url with an empty body. With
+        tracing on (telemetry.py) the POST is a span, and the app's parent."""
         headers = sqsd_headers(message, self._queue_name, self._config.mime_type)
+        trace = trace_headers(message)
+        headers.update(trace)
         job = ScheduledJob.from_message(message)
         if job is None:
             path, body = self._path, message.body.encode()
         else:
             path, body = self._base_path + job.path, b""
             headers.update(job.headers(message))
+        attributes = telemetry.messaging(
+            self._queue_name, "process", "process", **{
+                "messaging.message.id": message.message_id, "http.request.method": "POST",
+                "url.full": self._origin + path})
+        with telemetry.span("POST", "CLIENT", attributes, parent=trace) as span:
+            if span is not None:
+                telemetry.inject(headers)
+            outcome, _answer = await self.post(path, headers, body)
+            if span is not None:
+                telemetry.http_outcome(span, outcome.status, outcome.ok, outcome.detail)
+        return outcome
+
+    async def post(self, path: str, headers: dict[str, str], body: bytes, *,
+                   keep_body_bytes: int = 0) -> tuple[Outcome, Response | None]:
+        """POST `body` (signed when SigningSecret is set) and classify the answer; the answer
+        too when there was one, its body kept up to `keep_body_bytes`."""
         if self._config.signing_secret:
             headers[SIGNATURE_HEADER] = sign(self._config.signing_secret, body)
         started = time.monotonic()
         try:
-            response = await self._client.post(path, headers, body, self._timeout_s)
+            response = await self._client.post(path, headers, body, self._timeout_s,
+                                               keep_body_bytes=keep_body_bytes)
         except ConnectFailed as exc:
-            return Outcome(False, "connect-failed", time.monotonic() - started, detail=str(exc))
+            return Outcome(False, "connect-failed", time.monotonic() - started,
+                           detail=str(exc)), None
         except ConnectTimeout as exc:
-            return Outcome(False, "connect-timeout", time.monotonic() - started, detail=str(exc))
+            return Outcome(False, "connect-timeout", time.monotonic() - started,
+                           detail=str(exc)), None
         except ResponseTimeout as exc:
             return Outcome(False, "inactivity-timeout", time.monotonic() - started,
-                           detail=str(exc))
+                           detail=str(exc)), None
         except ConnectionBroken as exc:
             # Not a byte of answer: the app (or its proxy) dropped the request, which is
             # how one that restarts or crashes behaves; a cut-off answer is the app's.
             status = "connection-error" if exc.answered else "no-answer"
-            return Outcome(False, status, time.monotonic() - started, detail=str(exc))
+            return Outcome(False, status, time.monotonic() - started, detail=str(exc)), None
         except OSError as exc:
             detail = str(exc) or type(exc).__name__
-            return Outcome(False, "connection-error", time.monotonic() - started, detail=detail)
-        return self._outcome(response, time.monotonic() - started)
+            return Outcome(False, "connection-error", time.monotonic() - started,
+                           detail=detail), None
+        return self._outcome(response, time.monotonic() - started), response
 
     async def healthy(self, path: str) -> bool:
         """GET `path` (HealthCheckPath): True for a 2xx answer within HEALTH_TIMEOUT_S."""
@@ -139,3 +176,4 @@ class Deliverer:
         if status in _RETRY_AFTER_STATUSES:
             retry_after = parse_retry_after(response.headers.get("retry-after"))
         return Outcome(ok, str(status), elapsed_s, retry_after)
+

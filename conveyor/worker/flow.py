@@ -1,9 +1,11 @@
-"""Flow control for the pollers: how many messages may be held, and how many pollers run."""
+"""Flow control: how many messages may be held, how many pollers run, and how many POSTs
+may be open to the app."""
 
 from __future__ import annotations
 
 import asyncio
 
+from conveyor.worker.adaptive import ConcurrencyLimit
 from conveyor.worker.backoff import IdleBackoff
 
 
@@ -38,6 +40,52 @@ class Slots:
         if count:
             self.free += count
             self._changed.set()
+
+    def resize(self, capacity: int) -> None:
+        """Change the capacity; slots held past a smaller one are simply not given out
+        again until enough come back."""
+        grown = capacity - self.capacity
+        self.capacity = capacity
+        self.free += grown
+        if grown > 0:
+            self._changed.set()
+
+
+class OpenPosts:
+    """The gate in front of the app: at most `limit.current` POSTs open (adaptive.py), and
+    at most as many messages as they carry plus one receive's batch held (`held`), so that
+    a worker whose app is slow keeps no more messages invisible than it can soon send."""
+
+    def __init__(self, limit: ConcurrencyLimit, held: Slots, *, per_post: int,
+                 receive_batch: int) -> None:
+        self.limit = limit
+        self._gate = Slots(limit.current)
+        self._held = held
+        self._per_post = per_post  # messages one POST carries (BatchSize, or 1)
+        self._receive_batch = receive_batch
+        self._resize_held()
+
+    async def enter(self) -> None:
+        """Wait for room under the limit (a dispatcher, before it takes a message)."""
+        await self._gate.take(1)
+
+    def leave(self) -> None:
+        """Give the room back (the dispatcher is done with its message)."""
+        self._gate.give(1)
+
+    def posting(self) -> float:
+        """A POST starts now; returns its start for `posted`."""
+        return self.limit.start()
+
+    def posted(self, started_s: float, status: str) -> None:
+        """The POST started at `started_s` ended with `status`: let the limit learn."""
+        self.limit.finish(started_s, status)
+        if self.limit.current != self._gate.capacity:
+            self._gate.resize(self.limit.current)
+            self._resize_held()
+
+    def _resize_held(self) -> None:
+        self._held.resize(self.limit.current * self._per_post + self._receive_batch)
 
 
 class IdleControl:

@@ -1,7 +1,8 @@
 """FIFO message groups the worker holds: per MessageGroupId, its messages in receive order.
 
-Only the first message of a group is ever at the app; the others wait here until it is
-done (deleted, dead-lettered or expired). SQS returns a group's messages in order and no
+Only the first message of a group is ever at the app (with BatchSize, also those behind it
+in the same batch, in order); the others wait here until it is done (deleted,
+dead-lettered or expired). SQS returns a group's messages in order and no
 more of a group while one of it is in flight (Amazon SQS Developer Guide, "FIFO queue
 delivery logic"), so a group is only ever held by one receive's worth of messages.
 """
@@ -41,6 +42,10 @@ class GroupQueues(Generic[T]):
             del self._groups[group]
             return None
         return waiting[0] if first else None
+
+    def members(self, group: str) -> list[T]:
+        """The group's messages held here, its first first."""
+        return list(self._groups.get(group) or ())
 
     def behind(self, group: str) -> int:
         """How many messages wait behind the group's first."""

@@ -20,7 +20,8 @@ What it does, per RFC 9112, and only what the worker needs:
   of the connection (HTTP/1.0 style: `http.server`, many small frameworks and proxies) —
   complete at a clean EOF, never reused after; a body cut short (fewer bytes than its
   Content-Length, a chunked body without its last chunk, a reset) is a failure, not an
-  answer. Bodies are drained without being kept.
+  answer. Bodies are drained without being kept, unless the caller asks for up to N bytes
+  of one (a batch's answer, batch_delivery.py); past N the answer says so.
 - persistence (§9.3): an HTTP/1.0 answer is kept alive only with `Connection: keep-alive`,
   an HTTP/1.1 one unless `Connection: close`; a connection is also dropped when the answer
   came before the whole request was written, or when bytes arrive that no request asked for.
@@ -83,6 +84,8 @@ class Response:
 
     status: int
     headers: dict[str, str] = field(default_factory=dict)
+    body: bytes = b""  # only when asked for (keep_body_bytes), at most that many bytes
+    body_too_large: bool = False  # the body was longer than keep_body_bytes
 
 
 _KEPT_HEADERS = frozenset({b"retry-after"})
@@ -108,6 +111,9 @@ class _Connection(asyncio.Protocol):
         self._in_head = True
         self._framed = False  # the message being parsed has a Content-Length or is chunked
         self._close_delimited = False
+        self._keep_body_bytes = 0
+        self._body: list[bytes] = []
+        self._body_bytes = 0
 
     # asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -167,6 +173,13 @@ class _Connection(asyncio.Protocol):
         self._in_head = False
         self._close_delimited = not self._framed and status not in _NO_BODY_STATUSES
 
+    def on_body(self, body: bytes) -> None:
+        if not self._keep_body_bytes or self._in_head:
+            return
+        self._body_bytes += len(body)
+        if self._body_bytes <= self._keep_body_bytes:
+            self._body.append(body)
+
     def on_message_complete(self) -> None:
         if self._in_head:
             self._headers = {}  # an interim answer (100 Continue, 103 Early Hints): wait on
@@ -183,8 +196,9 @@ class _Connection(asyncio.Protocol):
         """True if not a byte of the current request's answer has arrived."""
         return not self._got_bytes
 
-    def send(self, request: bytes) -> asyncio.Future[Response]:
-        """Write one request; the future resolves with its complete answer."""
+    def send(self, request: bytes, keep_body_bytes: int = 0) -> asyncio.Future[Response]:
+        """Write one request; the future resolves with its complete answer (and up to
+        `keep_body_bytes` of its body)."""
         assert self.transport is not None
         self._waiter = asyncio.get_running_loop().create_future()
         self._headers = {}
@@ -192,6 +206,9 @@ class _Connection(asyncio.Protocol):
         self._head_bytes = 0
         self._in_head = True
         self._close_delimited = False
+        self._keep_body_bytes = keep_body_bytes
+        self._body = []
+        self._body_bytes = 0
         self.transport.write(request)
         return self._waiter
 
@@ -211,7 +228,10 @@ class _Connection(asyncio.Protocol):
     def _resolve(self) -> None:
         if self._expecting:
             assert self._waiter is not None
-            self._waiter.set_result(Response(self._parser.get_status_code(), self._headers))
+            too_large = self._body_bytes > self._keep_body_bytes
+            body = b"" if too_large else b"".join(self._body)
+            self._waiter.set_result(Response(self._parser.get_status_code(), self._headers,
+                                             body, too_large))
 
     def _broken(self, reason: str) -> None:
         self._fail(ConnectionBroken(reason))
@@ -239,27 +259,30 @@ class AppClient:
         self._idle: deque[_Connection] = deque()
 
     async def post(self, path: str, headers: dict[str, str], body: bytes,
-                   timeout_s: float) -> Response:
+                   timeout_s: float, *, keep_body_bytes: int = 0) -> Response:
         """POST `body` to `path`; raise ConnectFailed / ConnectTimeout / ResponseTimeout /
-        ConnectionBroken when there is no complete answer."""
-        return await self._send(self._request_bytes(b"POST", path, headers, body), timeout_s)
+        ConnectionBroken when there is no complete answer. The answer's body is kept when
+        it has at most `keep_body_bytes` (else Response.body_too_large)."""
+        return await self._send(self._request_bytes(b"POST", path, headers, body), timeout_s,
+                                keep_body_bytes)
 
     async def get(self, path: str, headers: dict[str, str], timeout_s: float) -> Response:
         """GET `path` (the health check), raising as `post` does."""
         return await self._send(self._request_bytes(b"GET", path, headers, None), timeout_s)
 
-    async def _send(self, request: bytes, timeout_s: float) -> Response:
+    async def _send(self, request: bytes, timeout_s: float,
+                    keep_body_bytes: int = 0) -> Response:
         conn = self._reuse()
         if conn is not None:
             try:
-                return await self._exchange(conn, request, timeout_s)
+                return await self._exchange(conn, request, timeout_s, keep_body_bytes)
             except ConnectionBroken:
                 if not conn.answered_nothing:
                     raise
                 # The app closed this idle connection as we reused it: once more, on a
                 # new one (see the module's docstring).
         conn = await self._connect()
-        return await self._exchange(conn, request, timeout_s)
+        return await self._exchange(conn, request, timeout_s, keep_body_bytes)
 
     def close(self) -> None:
         """Close every idle connection."""
@@ -300,10 +323,11 @@ class AppClient:
             raise ConnectFailed(msg) from exc
         return conn
 
-    async def _exchange(self, conn: _Connection, request: bytes, timeout_s: float) -> Response:
+    async def _exchange(self, conn: _Connection, request: bytes, timeout_s: float,
+                        keep_body_bytes: int = 0) -> Response:
         try:
             async with asyncio.timeout(timeout_s):
-                response = await conn.send(request)
+                response = await conn.send(request, keep_body_bytes)
         except TimeoutError as exc:
             conn.close()
             raise ResponseTimeout(f"no answer within {timeout_s:g}s") from exc

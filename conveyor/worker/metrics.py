@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+if TYPE_CHECKING:
+    from conveyor.worker.delivery import Outcome
 
 _PROCESSING_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5,
                        10, 30, 60, 180, 600, 1800, 3600)
@@ -52,6 +58,23 @@ class WorkerMetrics:
         self._waiting = Histogram("conveyor_worker_wait_seconds",
                                   "Time from receipt until the POST starts (waiting for a free "
                                   "connection).", q, buckets=_WAIT_BUCKETS, registry=reg)
+        self._concurrency_limit = Gauge(
+            "conveyor_worker_concurrency_limit",
+            "POSTs that may be open to the app now: HttpConnections, or with "
+            "AdaptiveConcurrency the limit that follows the app.", q, registry=reg)
+        self._concurrency_cuts = Counter(
+            "conveyor_worker_concurrency_cuts",
+            "Times AdaptiveConcurrency cut the limit for a 429/503/504 answer or an "
+            "InactivityTimeout.", q, registry=reg)
+        self._cuts_seen = 0
+        self._batches = Counter("conveyor_worker_batches",
+                                "Batches POSTed (BatchSize), by outcome: ok (all deleted), "
+                                "partial (some listed in batchItemFailures) or failed.",
+                                ("queue", "outcome"), registry=reg)
+        self._unprocessed = Counter("conveyor_worker_messages_unprocessed",
+                                    "FIFO messages of a batch left waiting behind a failure "
+                                    "in their group (neither deleted nor counted as failed).",
+                                    q, registry=reg)
         self._extensions = Counter("conveyor_worker_visibility_extensions",
                                    "Heartbeat visibility extensions.", q, registry=reg)
         self._api_calls = Counter("conveyor_worker_api_calls", "SQS API calls.",
@@ -59,6 +82,7 @@ class WorkerMetrics:
         # For the autoscaler (conveyor/scale): a recent average, not the all-time one.
         self.processing_avg_s: float | None = None
         self.processed = 0
+        self.failures = 0  # jobs the app failed, since start (announced to the console)
         self._processing_avg = Gauge("conveyor_worker_processing_seconds_avg",
                                      "Recent average time the app took per message (EWMA).",
                                      q, registry=reg)
@@ -76,6 +100,7 @@ class WorkerMetrics:
     def failed(self, status: str, seconds: float) -> None:
         """Count a failure by HTTP status (or reason) and observe its processing time."""
         self._failed.labels(self.queue, status).inc()
+        self.failures += 1
         self._processing.labels(self.queue).observe(seconds)
         self._average(seconds)
 
@@ -90,6 +115,20 @@ class WorkerMetrics:
     def waited(self, seconds: float) -> None:
         """Observe how long a received message waited for a connection."""
         self._waiting.labels(self.queue).observe(seconds)
+
+    def batch_posted(self, outcomes: Sequence[Outcome | None]) -> None:
+        """Count one batch by outcome, and its unprocessed messages (None)."""
+        failed = sum(outcome is not None and not outcome.ok for outcome in outcomes)
+        unprocessed = sum(outcome is None for outcome in outcomes)
+        if failed + unprocessed == 0:
+            label = "ok"
+        elif failed + unprocessed < len(outcomes):
+            label = "partial"
+        else:
+            label = "failed"
+        self._batches.labels(self.queue, label).inc()
+        if unprocessed:
+            self._unprocessed.labels(self.queue).inc(unprocessed)
 
     def dead_lettered(self) -> None:
         """Count a final failure."""
@@ -112,6 +151,13 @@ class WorkerMetrics:
     def in_flight(self, delta: int) -> None:
         """Move the open-request gauge."""
         self._in_flight.labels(self.queue).inc(delta)
+
+    def concurrency_limit(self, limit: int, cuts: int = 0) -> None:
+        """Show the current limit on open POSTs, and count the cuts made since last time."""
+        self._concurrency_limit.labels(self.queue).set(limit)
+        if cuts > self._cuts_seen:
+            self._concurrency_cuts.labels(self.queue).inc(cuts - self._cuts_seen)
+            self._cuts_seen = cuts
 
     def extended(self, count: int) -> None:
         """Count heartbeat extensions."""

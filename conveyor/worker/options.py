@@ -77,6 +77,12 @@ EB_OPTIONS = (
 # Conveyor's additions (what sqsd users keep asking for).
 CONVEYOR_OPTIONS = (
     Option("AppURL", "app_url", str, "http://localhost:80", "Base URL of the app."),
+    Option("AdaptiveConcurrency", "adaptive_concurrency", bool, False,
+           "Let the number of open POSTs follow the app, between 1 and HttpConnections "
+           "(starting at 10): it grows while the app's latency stays flat, shrinks when "
+           "latency climbs or 429 / 503 / 504 answers or timeouts come (TCP Vegas with "
+           "multiplicative decrease; /health and /metrics show the limit). Off: always "
+           "HttpConnections, as EB."),
     Option("AcceptAny2xx", "accept_any_2xx", bool, False,
            "Treat any 2xx answer as success (EB accepts only 200).", flag_name="accept-any-2xx"),
     Option("ExpiredToDeadLetter", "expired_to_dead_letter", bool, False,
@@ -97,6 +103,10 @@ CONVEYOR_OPTIONS = (
     Option("IdleBackoffMax", "idle_backoff_max", float, 5.0,
            "Longest pause (seconds) between such empty polls; the pause is randomized.",
            0, 3600),
+    Option("BatchSize", "batch_size", int, 0,
+           "POST up to this many messages in one request, as AWS Lambda's SQS event, and read "
+           "the answer as Lambda's partial batch response (batchItemFailures); HttpConnections "
+           "then counts batches. 0 = one message per POST, as Elastic Beanstalk.", 0, 100),
     Option("HealthCheckPath", "health_check_path", str, "",
            "Path on the app to GET while it looks unavailable; a 2xx answer means it is back "
            "('' = none: a held message is POSTed instead)."),

@@ -4,9 +4,9 @@ An idle worker keeps one long poll parked on its queue at all times, so a messag
 it the moment it is sent. On Amazon SQS a long poll lasts at most 20 s: 180 calls an hour.
 A Conveyor server also answers `ConveyorWorkers.PollMessages` (service/polls.py): the same
 receive, waiting up to ExtendedPollWaitTime (120 s by default: 30 calls an hour), carrying
-the worker's announcement when one is due (presence.py), so an idle worker makes no other
+the worker's announcement when one is due (runtime/presence.py), so an idle worker makes no other
 call. The first refusal of PollMessages (any endpoint that is not Conveyor, see
-extensions.py) turns it off and the worker carries on with ReceiveMessage.
+runtime/extensions.py) turns it off and the worker carries on with ReceiveMessage.
 
 Something between worker and server (a reverse proxy, a NAT) may cut a request that stays
 silent for longer than its idle timeout (nginx: 60 s). A poll that fails after it waited
@@ -24,9 +24,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from conveyor.client import Message, SQSClient, SQSError, SQSTransportError
-from conveyor.worker.extensions import Extension
-from conveyor.worker.presence import TARGET_PREFIX, Presence
+from conveyor.client import Message, SQSClient, SQSError, SQSTransportError, queue_name_from_url
+from conveyor.runtime.extensions import Extension
+from conveyor.runtime.presence import TARGET_PREFIX, Presence
+from conveyor.worker import telemetry
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +71,17 @@ class Receiver:
         return self._extended_wait_s > 0 and self.extension.usable
 
     async def receive(self, max_messages: int) -> Received:
-        """One (long) poll; raises SQSError / SQSTransportError as ReceiveMessage does."""
+        """One (long) poll; raises SQSError / SQSTransportError as ReceiveMessage does.
+        With tracing on (telemetry.py) each poll is a span."""
+        queue = queue_name_from_url(self._queue_url)
+        with telemetry.span(f"receive {queue}", "CONSUMER",
+                            telemetry.messaging(queue, "receive", "receive")) as span:
+            received = await self._receive_once(max_messages)
+            if span is not None:
+                span.set_attribute("messaging.batch.message_count", len(received.messages))
+        return received
+
+    async def _receive_once(self, max_messages: int) -> Received:
         if self.extended and not self.extension.confirmed:
             async with self._trying:  # one poller finds out; the others wait for its answer
                 if not self.extension.confirmed:
@@ -120,7 +131,7 @@ class Receiver:
         self._cut_after_s = None
         self.extension.worked()
         if announcement is not None and self._presence is not None:
-            self._presence.carried(announcement, started)
+            self._presence.carried(announcement, started, answer)
         return Received([Message.from_wire(raw) for raw in answer.get("Messages") or []],
                         wait_s)
 

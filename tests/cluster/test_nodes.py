@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.server.helpers import RawClient
+from tests.server.helpers import RawClient, advance_clock
 from tests.support import (
     POSTGRES_URL,
     LongPoll,
@@ -70,6 +70,41 @@ def test_queues_leases_and_workers_are_shared(pair: tuple[ServerProcess, ServerP
     assert [w["WorkerId"] for w in listed] == ["w-on-a"]  # announced to a, listed by b
 
 
+def test_a_message_in_flight_stays_hidden_on_every_node_until_its_visibility_ends(
+        tmp_path: Path) -> None:
+    """"During the visibility timeout, Amazon SQS prevents all consumers from receiving
+    and processing the message" (SQS Developer Guide, visibility timeout), whichever node
+    they ask: received through a for 12 hours (the most SQS allows), the message is hidden
+    on a and b alike until b's clock passes those 12 hours, and then b hands it out as its
+    second receive. Time is moved, never waited for: only a stall of twenty minutes
+    between two steps could spoil the first check."""
+    require_postgres()
+    store = isolated(["--store", POSTGRES_URL])
+    a = ServerProcess(tmp_path / "a", *store, "--mode", "relaxed").start()
+    b = ServerProcess(tmp_path / "b", *store, "--mode", "relaxed", "--dev-clock").start()
+    visibility_s = 12 * 3600
+    try:
+        url = sqs_client(a.url).create_queue(QueueName="hidden")["QueueUrl"]
+        sqs_client(a.url).send_message(QueueUrl=url, MessageBody="once")
+
+        def receive(node: ServerProcess) -> list[dict]:
+            return sqs_client(node.url).receive_message(
+                QueueUrl=url, VisibilityTimeout=visibility_s,
+                MessageSystemAttributeNames=["ApproximateReceiveCount"]).get("Messages", [])
+
+        [first] = receive(a)
+        assert first["Attributes"]["ApproximateReceiveCount"] == "1"
+        assert receive(b) == [] and receive(a) == []
+        advance_clock(b.url, visibility_s - 1200)
+        assert receive(b) == []  # twenty minutes of its visibility left
+        advance_clock(b.url, 1201)
+        [second] = receive(b)
+        assert (second["Body"], second["Attributes"]["ApproximateReceiveCount"]) == ("once", "2")
+    finally:
+        a.stop()
+        b.stop()
+
+
 def test_nodes_with_skewed_clocks_agree_on_delays_and_visibility(tmp_path: Path) -> None:
     """Node b's machine clock runs an hour fast: delays and visibility still follow the
     database's clock, so a 2 s delay set through b lasts about 2 s on a."""
@@ -94,3 +129,36 @@ def test_nodes_with_skewed_clocks_agree_on_delays_and_visibility(tmp_path: Path)
     finally:
         a.stop()
         b.stop()
+
+
+def test_every_node_draws_the_same_charts(pair: tuple[ServerProcess, ServerProcess]) -> None:
+    """Sent on one node, received and deleted on the other: each node's console charts
+    count both nodes' work (the counts meet in the store), so the two pages agree."""
+    import re
+
+    from tests.server.helpers import Browser
+
+    a, b = pair
+    url = sqs_client(a.url).create_queue(QueueName="charted")["QueueUrl"]
+    for i in range(6):
+        sqs_client(a.url).send_message(QueueUrl=url, MessageBody=f"m{i}")
+    got = sqs_client(b.url).receive_message(QueueUrl=url, MaxNumberOfMessages=4)["Messages"]
+    for m in got:
+        sqs_client(b.url).delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
+    wanted = {"sent", "received", "deleted"}
+
+    def charts(node: ServerProcess) -> dict[str, str]:
+        page = Browser(node.url).get("/console/queues/us-east-1/charted").text
+        return dict(re.findall(r"<title>(sent|received|deleted) per second, the last hour: "
+                               r"([^<]*)</title>", page))
+
+    deadline = time.monotonic() + 30  # each node saves its counts every few seconds
+    seen = charts(a), charts(b)
+    while not (seen[0] == seen[1] and set(seen[0]) == wanted
+               and all("highest 0 /s" not in t for t in seen[0].values())):
+        assert time.monotonic() < deadline, seen
+        time.sleep(0.5)
+        seen = charts(a), charts(b)
+    overview = [re.search(r"<title>received per second[^<]*</title>",
+                          Browser(n.url).get("/console").text) for n in (a, b)]
+    assert overview[0] and overview[1] and overview[0].group() == overview[1].group()

@@ -48,6 +48,7 @@ from tests.support import ServerProcess
 ADMIN, ADMIN_SECRET = "AKIDADMIN", "admin/secret+1"
 PRODUCER, PRODUCER_SECRET = "AKIDPRODUCER", "producer-secret"
 READER, READER_SECRET = "AKIDREADER", "reader-secret"
+ORDERS, ORDERS_SECRET = "AKIDORDERS", "orders-secret"
 TEMP, TEMP_SECRET, TEMP_TOKEN = "ASIATEMP", "temp-secret", "session-token-value"
 FORM = "application/x-www-form-urlencoded; charset=utf-8"
 
@@ -61,6 +62,9 @@ access_keys:
   {READER}:
     secret: {READER_SECRET}
     actions: ["ListQueues", "GetQueue*"]
+  {ORDERS}:
+    secret: {ORDERS_SECRET}
+    queues: ["orders-*"]
   {TEMP}:
     secret: {TEMP_SECRET}
     session_token: {TEMP_TOKEN}
@@ -422,6 +426,27 @@ def test_policy_is_checked_on_the_query_protocol_too(secured: ServerProcess, que
     assert raw.query({"Action": "SendMessage", "QueueUrl": queue,
                       "MessageBody": "q"}).status == 200
     assert bodies_in(secured, queue) == ["q"]
+
+
+def test_queue_limited_key_reaches_only_its_queues_workers(secured: ServerProcess) -> None:
+    """The worker registry (ConveyorWorkers.*) is ours, so no AWS answer exists; it keeps
+    the key-policy rule of the SQS calls: a key limited to some queues may announce workers
+    and record decisions only for them, and may not drain a worker (its queue is known only
+    to the store), with SQS's AccessDenied wording."""
+    raw = RawClient(secured.url, access_key=ORDERS, secret_key=ORDERS_SECRET)
+    headers = {"Content-Type": JSON_CONTENT_TYPE}
+
+    def call(action: str, payload: dict[str, Any]) -> RawResponse:
+        return raw.request("POST", "/", json.dumps(payload).encode(),
+                           {**headers, "X-Amz-Target": f"ConveyorWorkers.{action}"})
+
+    worker = {"WorkerId": "w-orders", "TtlSeconds": 30}
+    assert call("AnnounceWorker", {**worker, "Queue": "orders-1"}).status == 200
+    assert_json_error(call("AnnounceWorker", {**worker, "Queue": "billing"}), "AccessDenied",
+                      403)
+    assert_json_error(call("RecordScalingDecision", {"Queue": "billing", "Decision": {}}),
+                      "AccessDenied", 403)
+    assert_json_error(call("DrainWorker", {"WorkerId": "w-orders"}), "AccessDenied", 403)
 
 
 # --- broken credentials get a clean answer --------------------------------------------------

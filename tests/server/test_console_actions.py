@@ -14,7 +14,14 @@ import boto3
 import pytest
 
 from tests.server.conftest import Launcher, QueueFactory
-from tests.server.helpers import Browser, BrowserResponse, counts, queue_name_of, unique
+from tests.server.helpers import (
+    Browser,
+    BrowserResponse,
+    counts,
+    queue_name_of,
+    receive_all,
+    unique,
+)
 from tests.support import ServerProcess
 
 ADMIN, ADMIN_SECRET = "AKIDADMIN", "admin-secret"
@@ -265,6 +272,84 @@ def test_redrive_dead_letters_back_with_a_rate_and_cancel(browser: Browser, sqs:
     assert counts(sqs, dlq)[0] > 20
 
 
+def test_move_a_selection_and_redrive_selected_dead_letters(browser: Browser, sqs: Any,
+                                                             make_queue: QueueFactory) -> None:
+    """Ticked messages move to a queue typed in, or (dead letters) each back to the queue
+    it came from; the others stay. Looked at, never received: their bodies arrive whole."""
+    dlq = make_queue(prefix="con-mdlq")
+    source = make_queue(prefix="con-msrc", RedrivePolicy=json.dumps(
+        {"deadLetterTargetArn": make_queue.arn_of(dlq), "maxReceiveCount": 1}))
+    other = make_queue(prefix="con-mother")
+    ids = [sqs.send_message(QueueUrl=source, MessageBody=f"poison {i}")["MessageId"]
+           for i in range(4)]
+    for _ in range(3):  # past maxReceiveCount: into the dead-letter queue
+        sqs.receive_message(QueueUrl=source, MaxNumberOfMessages=10, VisibilityTimeout=0)
+    assert counts(sqs, dlq) == (4, 0, 0)
+    page = f"/console/queues/us-east-1/{queue_name_of(dlq)}"
+    assert "Redrive selected</button>" in browser.get(page).text
+
+    resp = _post(browser, "move-messages", page, region="us-east-1", queue=queue_name_of(dlq),
+                 destination="", **{f"m.{ids[0]}": "1", f"m.{ids[1]}": "1"})
+    assert _done(resp) == {"done": "moved", "n": "2"}
+    back = receive_all(sqs, source, 2)
+    assert sorted(m["Body"] for m in back) == ["poison 0", "poison 1"]
+    resp = _post(browser, "move-messages", page, region="us-east-1", queue=queue_name_of(dlq),
+                 destination=queue_name_of(other), **{f"m.{ids[2]}": "1", "m.gone": "1"})
+    assert _done(resp) == {"done": "not-moved", "n": "1", "m": "1"}
+    assert [m["Body"] for m in receive_all(sqs, other, 1)] == ["poison 2"]
+    assert counts(sqs, dlq) == (1, 0, 0)  # ids[3], not ticked
+
+    plain = f"/console/queues/us-east-1/{queue_name_of(other)}"
+    fresh = sqs.send_message(QueueUrl=other, MessageBody="fresh")["MessageId"]
+    refused = _post(browser, "move-messages", plain, region="us-east-1",
+                    queue=queue_name_of(other), destination="", **{f"m.{fresh}": "1"})
+    assert refused.status == 400 and "choose a destination" in refused.text
+    refused = _post(browser, "move-messages", plain, region="us-east-1",
+                    queue=queue_name_of(other), destination=queue_name_of(other),
+                    **{f"m.{fresh}": "1"})
+    assert refused.status == 400 and "must differ" in refused.text
+    assert _post(browser, "move-messages", plain, region="us-east-1",
+                 queue=queue_name_of(other), destination="x").status == 400  # none ticked
+
+
+def test_a_dead_letter_tells_why_it_died(browser: Browser, sqs: Any,
+                                        make_queue: QueueFactory) -> None:
+    """Its receive count past maxReceiveCount, its first and last receive in the source
+    queue; SQS's own answers stay as they were: a receive of the dead letter returns the
+    attributes SQS names (botocore's MessageSystemAttributeName enum) and no other."""
+    dlq = make_queue(prefix="con-why-dlq")
+    source = make_queue(prefix="con-why", RedrivePolicy=json.dumps(
+        {"deadLetterTargetArn": make_queue.arn_of(dlq), "maxReceiveCount": 2}))
+    message_id = sqs.send_message(QueueUrl=source, MessageBody="poison")["MessageId"]
+    received_at = []
+    for _ in range(3):  # two deliveries, then the receive that moves it
+        got = sqs.receive_message(QueueUrl=source, VisibilityTimeout=0,
+                                  MessageSystemAttributeNames=["All"]).get("Messages", [])
+        received_at += [int(m["Attributes"]["ApproximateFirstReceiveTimestamp"]) for m in got]
+    assert counts(sqs, dlq) == (1, 0, 0) and len(received_at) == 2
+    view = browser.get(f"/console/queues/us-east-1/{queue_name_of(dlq)}/messages/{message_id}")
+    assert (f"dead-lettered from {queue_name_of(source)}: received there 3 times, more than "
+            "its maxReceiveCount") in view.text
+    first = re.search(r"<td>First received there</td><td><time datetime=\"([^\"]+)\"",
+                      view.text)
+    assert first and first.group(1) == time.strftime(  # the first receive's own timestamp
+        "%Y-%m-%d %H:%M:%S UTC", time.gmtime(received_at[0] / 1000))
+    assert "<td>Last received there</td><td><time" in view.text
+
+    model = botocore_enum("MessageSystemAttributeName")
+    attributes = sqs.receive_message(QueueUrl=dlq, MessageSystemAttributeNames=["All"])[
+        "Messages"][0]["Attributes"]
+    assert set(attributes) <= set(model) and "DeadLetterQueueSourceArn" in attributes
+
+
+def botocore_enum(shape: str) -> list[str]:
+    """An enum of SQS's service model, as botocore ships it."""
+    import botocore.session
+
+    model = botocore.session.get_session().get_service_model("sqs")
+    return list(model.shape_for(shape).enum)
+
+
 def test_paging_and_search_read_no_further_than_they_show(browser: Browser, sqs: Any,
                                                           make_queue: QueueFactory) -> None:
     url = make_queue(prefix="con-page")
@@ -309,7 +394,9 @@ def test_a_read_only_key_sees_no_actions_and_a_forged_one_is_refused(
                            ("create-queue", {"name": unique("ro")}),
                            ("edit-queue", {"attributes": "VisibilityTimeout = 5"}),
                            ("edit-tags", {"tags": "team = x"}),
-                           ("delete-messages", {"m.x": "1"})):
+                           ("delete-messages", {"m.x": "1"}),
+                           ("move-messages", {"m.x": "1", "destination": name}),
+                           ("drain-worker", {"worker": "host:1:abc"})):
         resp = reader.post(f"/console/{action}", {"csrf": token, "region": "us-east-1",
                                                   "queue": name, **fields})
         assert resp.status == 403, (action, resp.status)

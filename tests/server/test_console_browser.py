@@ -2,26 +2,34 @@
 
 An operator signs in, creates a queue with a dead-letter queue, sends messages from the
 console, watches them land in the dead-letter queue (received past maxReceiveCount with
-boto3, as a failing worker would), redrives them with a rate while the page shows the
-progress by itself, searches, deletes a message, purges with the name typed; a read-only
-key sees no buttons and its forged POST is refused. It needs Chromium (`apt-get install
-chromium`) and the `playwright` package (dev extras); without them it skips locally and
-fails in CI. Screenshots go to $CONVEYOR_SCREENSHOTS (docs/ for the README) or a temporary
-folder.
+boto3, as a failing worker would) and reads why one died, redrives them with a rate while
+the page shows the progress by itself, searches, deletes a message, purges with the name
+typed; moves a selection to another queue and redrives a selected dead letter; sees a
+real worker's failures and version, drains it with its button, and reads an autoscaler's
+decisions as a timeline. A read-only key sees no buttons and its forged POST is refused.
+It needs Chromium (`apt-get install chromium`) and the `playwright` package (dev extras);
+without them it skips locally and fails in CI. Screenshots go to $CONVEYOR_SCREENSHOTS
+(docs/ for the README) or a temporary folder.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
 
+from conveyor import __version__
+from conveyor.client import SQSClient
 from tests.server.helpers import counts, unique
 from tests.server.test_console_actions import (
     ADMIN,
@@ -30,7 +38,7 @@ from tests.server.test_console_actions import (
     READER,
     READER_SECRET,
 )
-from tests.support import ServerProcess
+from tests.support import ServerProcess, free_port
 
 WAIT_MS = 15_000
 
@@ -149,7 +157,8 @@ def test_an_operator_acts_from_the_console(server: ServerProcess, chromium: Any,
     page.locator("#messages a", has_text="-").first.click()
     page.wait_for_selector("h2:has-text('Body')")
     assert '"order": 10' in page.inner_text("pre")
-    assert f"dead-lettered from {source}" in page.inner_text("main")
+    assert f"dead-lettered from {source}: received there 3 times" in page.inner_text("main")
+    assert "First received there" in page.inner_text("main")  # why it died
     page.screenshot(path=str(shots / "console-message.png"), full_page=True)
     # Not received since it landed: no receipt names it, and the console deletes it still.
     page.click("button:has-text('Delete this message')")
@@ -254,3 +263,99 @@ def test_a_read_only_key_sees_no_buttons_and_a_forged_action_is_refused(
     assert counts(sqs, url) == (1, 0, 0)
     assert f"PurgeQueue {name} by access key {READER}: AccessDenied" in server.log()
     context.close()
+
+
+def test_an_operator_moves_messages_drains_a_worker_and_reads_the_scaling_timeline(
+        server: ServerProcess, chromium: Any, shots: Path, tmp_path: Path) -> None:
+    """A selection moved to another queue, one dead letter of two redriven to its source;
+    a real `conveyor worker` whose app is down
+    shows its failures and version, and the Drain button makes it exit; an autoscaler's
+    recorded decisions read as a timeline."""
+    sqs = _sqs(server)
+    source, target = unique("inbox"), unique("billing")
+    source_url = sqs.create_queue(QueueName=source)["QueueUrl"]
+    target_url = sqs.create_queue(QueueName=target)["QueueUrl"]
+    ids = [sqs.send_message(QueueUrl=source_url, MessageBody=f"invoice {i}")["MessageId"]
+           for i in range(3)]
+    context = chromium.new_context(viewport={"width": 1280, "height": 900},
+                                   color_scheme="light")
+    page = context.new_page()
+    _sign_in(page, server, ADMIN, ADMIN_SECRET)
+    page.goto(f"{server.url}/console/queues/us-east-1/{source}")
+    page.check(f"input[name='m.{ids[0]}']")
+    page.check(f"input[name='m.{ids[2]}']")
+    page.fill("#messages input[name=destination]", target)
+    page.click("button:has-text('Move selected')")
+    page.wait_for_selector("text=Moved 2 message(s).")
+    assert counts(sqs, target_url) == (2, 0, 0) and counts(sqs, source_url) == (1, 0, 0)
+
+    # Redrive one dead letter of two, back where it came from.
+    dlq_url = sqs.create_queue(QueueName=unique("inbox-dlq"))["QueueUrl"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])[
+        "Attributes"]["QueueArn"]
+    sqs.set_queue_attributes(QueueUrl=source_url, Attributes={"RedrivePolicy": json.dumps(
+        {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 1})})
+    sqs.send_message(QueueUrl=source_url, MessageBody="invoice 3")
+    for _ in range(2):  # a failing worker: past maxReceiveCount, into the dead-letter queue
+        sqs.receive_message(QueueUrl=source_url, MaxNumberOfMessages=10, VisibilityTimeout=0)
+    assert counts(sqs, dlq_url) == (2, 0, 0)
+    page.goto(f"{server.url}/console/queues/us-east-1/{dlq_url.rsplit('/', 1)[-1]}")
+    page.check(f"input[name='m.{ids[1]}']")
+    page.click("button:has-text('Redrive selected')")  # no destination: to its source
+    page.wait_for_selector("text=Moved 1 message(s).")
+    assert counts(sqs, dlq_url) == (1, 0, 0) and counts(sqs, source_url) == (1, 0, 0)
+
+    # A worker whose app never answers (nothing listens): every job fails.
+    env = {**os.environ, "AWS_ACCESS_KEY_ID": ADMIN, "AWS_SECRET_ACCESS_KEY": ADMIN_SECRET}
+    with open(tmp_path / "worker.log", "wb") as log:
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "conveyor", "worker", "--worker-queue-url", target_url,
+             "--app-url", f"http://127.0.0.1:{free_port()}", "--extended-poll-wait-time", "2",
+             "--error-visibility-timeout", "0", "--region", "us-east-1"],
+            env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        _record_decisions(server, target)
+        page.goto(server.url + "/console")
+        row = page.locator("#workers tr", has_text=target).filter(
+            has=page.locator("button:has-text('Drain')"))
+        page.wait_for_function(
+            """(q) => [...document.querySelectorAll('#workers tr')].some(r =>
+                   r.cells.length > 6 && r.textContent.includes(q)
+                   && Number(r.cells[6].textContent) > 0)""",
+            arg=target, timeout=WAIT_MS * 2)
+        assert __version__ in row.inner_text()
+        timeline = page.locator(f"ol[aria-label='scaling decisions of {target}'] li")
+        assert timeline.count() == 2 and "0 → 2" in timeline.nth(1).inner_text()
+        page.locator("#workers").screenshot(path=str(shots / "console-workers.png"))
+        row.locator("button:has-text('Drain')").click()
+        page.wait_for_selector("text=Asked worker")
+        assert worker.wait(timeout=60) == 0, (tmp_path / "worker.log").read_text()
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+    assert "asked this worker to drain" in (tmp_path / "worker.log").read_text()
+    context.close()
+
+
+def _record_decisions(server: ServerProcess, queue: str) -> None:
+    """What `conveyor scale` tells the server: it is alive (announced as a scaler), and two
+    decisions of the queue's autoscaler."""
+    async def record() -> None:
+        async with SQSClient(server.url, region="us-east-1", access_key=ADMIN,
+                             secret_key=ADMIN_SECRET) as client:
+            await client.call("AnnounceWorker", {
+                "WorkerId": f"scaler-of-{queue}", "Kind": "scaler", "Queue": queue,
+                "TtlSeconds": 300, "Status": {"policy": "backlog", "current": 1, "desired": 1,
+                                              "metric": 1.0, "target": 2.0,
+                                              "reason": "within target"}},
+                target_prefix="ConveyorWorkers.")
+            for current, desired in ((0, 2), (2, 1)):
+                await client.call("RecordScalingDecision", {"Queue": queue, "Decision": {
+                    "policy": "backlog", "direction": "out" if desired > current else "in",
+                    "current": current, "desired": desired, "reason": "backlog per worker",
+                    "backlog": 4, "metric": 2.0, "target": 2.0}},
+                    target_prefix="ConveyorWorkers.")
+    # Playwright's sync API keeps an event loop in this thread: run ours in another.
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, record()).result()

@@ -67,3 +67,51 @@ def test_the_registry_is_not_part_of_the_sqs_api(raw: RawClient) -> None:
     assert_json_error(workers_call(raw, "DeleteQueue", {"QueueUrl": "x"}))
     resp = raw.query({"Action": "ListWorkers"})
     assert resp.status == 400 and b"Traceback" not in resp.body
+
+
+def _announce(raw: RawClient, worker_id: str, kind: str = "worker") -> Any:
+    resp = workers_call(raw, "AnnounceWorker", {"WorkerId": worker_id, "Queue": "jobs",
+                                                "TtlSeconds": 30, "Status": {}, "Kind": kind})
+    assert resp.status == 200, resp.body
+    return resp.json()
+
+
+def test_a_drain_request_rides_back_on_the_next_announcement(raw: RawClient) -> None:
+    """DrainWorker is answered on the worker's next AnnounceWorker (`Drain: true`), and on
+    a PollMessages answer that carried one; only a live worker can be asked."""
+    worker_id, other = f"host:1:{uuid.uuid4().hex[:8]}", f"host:2:{uuid.uuid4().hex[:8]}"
+    assert _announce(raw, worker_id) == {} and _announce(raw, other) == {}
+    assert workers_call(raw, "DrainWorker", {"WorkerId": worker_id}).status == 200
+    assert _announce(raw, worker_id) == {"Drain": True}
+    assert _announce(raw, other) == {}  # only the one asked
+
+    queue = raw.request("POST", "/", json.dumps({"QueueName": f"poll-{uuid.uuid4().hex[:8]}"}
+                                                ).encode(),
+                        {"Content-Type": "application/x-amz-json-1.0",
+                         "X-Amz-Target": "AmazonSQS.CreateQueue"}).json()["QueueUrl"]
+    poll = workers_call(raw, "PollMessages", {
+        "QueueUrl": queue, "WaitTimeSeconds": 0,
+        "Announce": {"WorkerId": worker_id, "Queue": "jobs", "TtlSeconds": 30, "Status": {}}})
+    assert poll.status == 200 and poll.json() == {"Drain": True}
+
+    assert_json_error(workers_call(raw, "DrainWorker", {"WorkerId": "host:9:nobody"}),
+                      "InvalidParameterValue")
+    assert_json_error(workers_call(raw, "DrainWorker", {"WorkerId": "no spaces please"}),
+                      "InvalidParameterValue")
+
+
+def test_scaling_decisions_are_kept_newest_first_and_bounded(raw: RawClient) -> None:
+    queue = f"scaled-{uuid.uuid4().hex[:8]}"
+    for n in range(55):
+        resp = workers_call(raw, "RecordScalingDecision", {
+            "Queue": queue, "Decision": {"current": n, "desired": n + 1, "reason": "backlog"}})
+        assert resp.status == 200, resp.body
+    decisions = workers_call(raw, "ListScalingDecisions", {"Queue": queue}).json()["Decisions"]
+    assert [d["current"] for d in decisions] == list(range(54, 4, -1))  # the last 50
+    assert all(isinstance(d["At"], int) for d in decisions)
+    assert workers_call(raw, "ListScalingDecisions", {"Queue": "never-scaled"}).json() == {
+        "Decisions": []}
+    for bad in ({"Queue": queue}, {"Queue": queue, "Decision": [1]},
+                {"Queue": queue, "Decision": {"x": "y" * 5000}}, {"Decision": {}}):
+        assert_json_error(workers_call(raw, "RecordScalingDecision", bad),
+                          "InvalidParameterValue")

@@ -52,3 +52,29 @@ def test_the_least_recently_active_queue_goes_first() -> None:
     assert activity.history(2, T0) is None
     activity.forget(1)
     assert activity.active(10) == [3]
+
+
+def test_a_shared_store_gets_each_count_once_and_draws_what_it_adds_up() -> None:
+    """With a shared store, what a node counted is handed over once (take_unsaved), kept
+    for a retry within the hour (give_back), and rows from every node read as one hour."""
+    from conveyor.service.activity import History
+
+    activity = Activity()
+    activity.shared = True
+    activity.count(1, "r", "q", SENT, 60, T0)
+    activity.count(1, "r", "q", RECEIVED, 30, T0 + MINUTE_MS)
+    activity.sample_oldest(1, 7, T0 + MINUTE_MS)
+    assert activity.unsaved({1, 2}) == {1: [(T0 // MINUTE_MS, 60, 0, 0, None),
+                                           (T0 // MINUTE_MS + 1, 0, 30, 0, 7)]}
+    rows = activity.take_unsaved()
+    assert activity.take_unsaved() == []
+    activity.give_back(rows, T0 + MINUTES * MINUTE_MS)  # an hour on: the first minute is gone
+    assert activity.take_unsaved() == [(1, T0 // MINUTE_MS + 1, 0, 30, 0, 7)]
+
+    other_node = (T0 // MINUTE_MS + 1, 0, 0, 30, None)
+    history = History.from_rows([row[1:] for row in rows] + [other_node], T0 + MINUTE_MS)
+    assert history is not None
+    assert history.per_second["sent"][-2:] == [1.0, 0.0]
+    assert history.per_second["received"][-1] == history.per_second["deleted"][-1] == 0.5
+    assert history.oldest_s[-2:] == [None, 7]
+    assert History.from_rows([], T0) is None

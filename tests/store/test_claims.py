@@ -49,14 +49,15 @@ def test_claim_receives_and_dead_letter_moves(kind: str, tmp_path: Path) -> None
             assert [m.body for m in taken] == ["m-0", "m-1", "m-2"]
             assert {(m.receive_count, m.first_receive_ms) for m in taken} == {(1, NOW)}
             assert len({m.receipt for m in taken}) == 1
-            await claim.dead_letter([taken[0].seq], dlq.id, "arn:source", NOW)
+            await claim.dead_letter([taken[0].seq, taken[1].seq], dlq.id, "arn:source", NOW,
+                                    ['{"why": "spent"}', None])
         async with store.claim(queue, 10, NOW, NOW - FAR, NOW + 30_000, PICK) as claim:
             assert [m.body for m in claim.messages] == ["m-3"]  # the rest are held
         async with store.claim(dlq, 10, NOW, NOW - FAR, NOW + 30_000, PICK) as claim:
-            [moved] = claim.messages
-            assert (moved.body, moved.receive_count, moved.dlq_source_arn) == (
-                "m-0", 1, "arn:source")
-        assert await _counts(store, queue, NOW - FAR) == Counts(0, 3, 0)
+            moved = claim.messages
+            assert [(m.body, m.receive_count, m.dlq_source_arn, m.system) for m in moved] == [
+                ("m-0", 1, "arn:source", '{"why": "spent"}'), ("m-1", 1, "arn:source", None)]
+        assert await _counts(store, queue, NOW - FAR) == Counts(0, 2, 0)
 
     _run(kind, tmp_path, scenario)
 

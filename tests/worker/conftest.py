@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -13,6 +13,8 @@ import pytest
 from aiohttp import web
 
 from conveyor.worker import Worker, load_config
+from conveyor.worker.cli import WORKER_HOOKS
+from conveyor.worker.daemon import HookFactory
 from tests.support import ServerProcess, sqs_client
 
 # Small values so every test runs in seconds; tests never assert how long anything took.
@@ -145,10 +147,12 @@ async def recording_app(behaviour: Behaviour = ok, port: int = 0) -> AsyncIterat
 
 @asynccontextmanager
 async def running_worker(queue_url: str, app_url: str, *, clock: Callable[[], float] = time.time,
+                         hooks: Sequence[HookFactory] = WORKER_HOOKS,
                          **options: Any) -> AsyncIterator[Worker]:
-    """Run a Worker in this loop with FAST defaults; drain and check it on exit."""
+    """Run a Worker in this loop with FAST defaults (and the hooks `conveyor worker` gives
+    it, unless told otherwise); drain and check it on exit."""
     config = load_config({"WorkerQueueURL": queue_url, "AppURL": app_url, **FAST, **options})
-    worker = Worker(config, clock=clock)
+    worker = Worker(config, clock=clock, hooks=hooks)
     task = asyncio.create_task(worker.run())
     ready = asyncio.create_task(worker.ready.wait())
     await asyncio.wait({task, ready}, timeout=30, return_when=asyncio.FIRST_COMPLETED)

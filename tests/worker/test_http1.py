@@ -151,6 +151,30 @@ def test_complete_answers_and_keep_alive(go, answer, server_closes, kept_alive):
     assert len(app.bodies) == 2  # each request sent once
 
 
+@pytest.mark.parametrize(("answer", "server_closes"), [
+    (b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\none,two,x", False),
+    (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+     b"4\r\none,\r\n4;ext=1\r\ntwo,\r\n1\r\nx\r\n0\r\nX-Trailer: t\r\n\r\n", False),
+    (b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.0 200 OK\r\n\r\none,two,x", True),
+], ids=["length", "chunked", "close-delimited-after-100"])
+def test_a_body_asked_for_is_kept_in_every_framing(go, answer, server_closes):
+    """BatchSize reads the answer's body (RFC 9112 §6.3 framing, chunk extensions and
+    trailers left out); past the caller's limit it is flagged, not kept; unasked, dropped."""
+    async def scenario() -> list[Response]:
+        async with raw_app(answering(answer, then_close=server_closes)) as app:
+            client = AppClient(app.url, connect_timeout_s=5)
+            try:
+                return [await client.post("/", {}, b"job", 10, keep_body_bytes=limit)
+                        for limit in (9, 8, 0)]
+            finally:
+                client.close()
+
+    kept, over, unasked = go(scenario())
+    assert (kept.body, kept.body_too_large) == (b"one,two,x", False)
+    assert (over.body, over.body_too_large) == (b"", True)
+    assert (unasked.body, unasked.body_too_large) == (b"", False)
+
+
 @pytest.mark.parametrize("interims", [
     b"HTTP/1.1 100 Continue\r\n\r\n",
     b"HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n",

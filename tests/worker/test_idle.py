@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from conveyor.client import Message, SQSError, SQSTransportError
+from conveyor.runtime.presence import ANNOUNCE_EVERY_S, Presence
 from conveyor.worker.backoff import IdleBackoff
 from conveyor.worker.flow import IdleControl
-from conveyor.worker.presence import ANNOUNCE_EVERY_S, Presence
 from conveyor.worker.receiver import Receiver
 from tests.support import MOTO, running_moto, sqs_client
 from tests.worker.conftest import (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import signal
 import sys
 import time
@@ -10,8 +11,10 @@ from pathlib import Path
 
 from aiohttp import web
 
+from tests.server.helpers import Browser
 from tests.support import ServerProcess, sqs_client
 from tests.worker.conftest import (
+    Behaviour,
     Recorded,
     aio,
     make_queue,
@@ -44,18 +47,22 @@ async def _receive_all(sqs, url: str, count: int) -> list[dict]:
     return list(got.values())
 
 
+def _ok_once(released: asyncio.Event) -> Behaviour:
+    """An app that answers 200 to each request once `released` is set."""
+    async def held(_request: Recorded) -> web.StreamResponse:
+        await released.wait()
+        return web.Response(status=200)
+    return held
+
+
 def test_sigterm_releases_unfinished_messages_at_once(sqs, queue_name, tmp_path):
     """Requests still open at the drain deadline, and messages not yet posted, are handed
     back with visibility 0: another worker gets them now, not after VisibilityTimeout."""
     url = make_queue(sqs, queue_name)
     never = asyncio.Event()
 
-    async def stuck(_request: Recorded) -> web.StreamResponse:
-        await never.wait()
-        return web.Response(status=200)
-
     async def scenario() -> None:
-        async with recording_app(stuck) as app:
+        async with recording_app(_ok_once(never)) as app:
             entries = [{"Id": str(i), "MessageBody": f"job-{i}"} for i in range(6)]
             await aio(sqs.send_message_batch, QueueUrl=url, Entries=entries)
             proc = await _start_worker_process(
@@ -136,3 +143,56 @@ def test_queue_server_killed_and_restarted_loses_nothing(tmp_path, queue_name):
         run(scenario())
     finally:
         server.stop()
+
+
+def test_a_drain_asked_from_the_console_finishes_open_requests_and_exits(
+        server, sqs, queue_name, tmp_path):
+    """The console's Drain button (DrainWorker) reaches the worker on its next announcement;
+    it then drains as on SIGTERM: the open request finishes (and its message is deleted),
+    nothing more is received, and the process exits 0."""
+    url = make_queue(sqs, queue_name)
+    release = asyncio.Event()
+
+    async def scenario() -> None:
+        async with recording_app(_ok_once(release)) as app:
+            await aio(sqs.send_message, QueueUrl=url, MessageBody="first")
+            proc = await _start_worker_process(
+                url, app.url, tmp_path / "worker.log", "--http-connections", "1",
+                "--visibility-timeout", "600", "--drain-timeout", "60",
+                "--extended-poll-wait-time", "2")
+            await wait_until(lambda: app.active == 1, what="an open request")
+            console = Browser(server.url)
+            rows: list[str] = []
+            await wait_until(lambda: rows.extend(_worker_rows(console, queue_name)) or rows,
+                             what="the worker in the console")
+            row = rows[0]
+            token = re.search(r'name="csrf" value="([^"]*)"', row).group(1)
+            worker_id = re.search(r'name="worker" value="([^"]*)"', row).group(1)
+            resp = await aio(console.post, "/console/drain-worker",
+                             {"csrf": token, "region": "us-east-1", "worker": worker_id})
+            assert resp.status == 303, resp.text
+            await aio(sqs.send_message, QueueUrl=url, MessageBody="after the drain")
+            await wait_until(lambda: "draining" in _log(tmp_path), timeout_s=60,
+                             what="the worker to hear of the drain")
+            release.set()
+            code = await asyncio.wait_for(proc.wait(), 60)
+        log = _log(tmp_path)
+        assert code == 0, log
+        assert [r.body for r in app.requests] == [b"first"], log
+        back = await _receive_all(sqs, url, 1)
+        assert [m["Body"] for m in back] == ["after the drain"]
+        recent = (await aio(console.get, "/console")).text  # the audit: who asked what
+        assert f"<td>DrainWorker</td><td>worker {worker_id} (us-east-1)</td><td>ok</td>" in recent
+
+    run(scenario())
+
+
+def _log(tmp_path: Path) -> str:
+    return (tmp_path / "worker.log").read_text()
+
+
+def _worker_rows(console, queue_name: str) -> list[str]:
+    """The console's workers-table rows of workers of `queue_name` with a Drain form."""
+    page = console.get("/console").text
+    return [row for row in re.findall(r"<tr>.*?</tr>", page, re.S)
+            if f">{queue_name}</a>" in row and "drain-worker" in row]

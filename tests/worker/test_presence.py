@@ -8,7 +8,7 @@ import urllib.request
 from typing import Any
 
 from conveyor.client import SQSClient
-from conveyor.worker.presence import Presence
+from conveyor.runtime.presence import Presence
 from tests.support import ServerProcess
 from tests.worker.conftest import aio, make_queue, recording_app, run, running_worker, wait_until
 

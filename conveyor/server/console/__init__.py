@@ -3,14 +3,17 @@
 HTML on the server's own port, served from the service layer like any SQS call:
 `/console` lists the queues of every region a page at a time with their message counts,
 a chart of the last hour and dead-letter wiring (dead-letter queues holding messages
-marked), a form to create one, the workers that announce themselves (to any node) and
-the recent console actions; `/console/queues/<region>/<name>` shows one queue: charts of
-its last hour (charts.py, counted by the service: activity.py), send, purge, delete,
-edit its attributes, redrive policy and tags, redrive its dead letters with live
-progress, its messages a page at a time or searched (looked at, never received) and
-deleted (by receipt, or by the service's console-only drop when none names them);
-`.../messages/<id>` shows one message whole. Pages update their live parts every few
-seconds (static/console.js).
+marked), a form to create one, the workers that announce themselves (to any node) with
+a Drain button each, the autoscalers' decisions as a timeline (workers.py) and the recent
+console actions; `/console/queues/<region>/<name>` shows one queue: charts of its last
+hour (charts.py, counted by the service: activity.py, and on PostgreSQL added up in the
+store so every node agrees), send, purge, delete, edit its attributes, redrive policy and
+tags, redrive its dead letters with live progress, its messages a page at a time or
+searched (looked at, never received), deleted (by receipt, or by the service's
+console-only drop when none names them) or moved, a selection at a time, to another queue
+or back where dead letters came from; `.../messages/<id>` shows one message whole, and
+for a dead letter why it died. Pages update their live parts every few seconds
+(static/console.js).
 
 A server that checks signatures (access keys configured) first sends a browser to
 `/console/sign-in`, where an access key id and its secret key buy a session cookie
@@ -44,10 +47,9 @@ from conveyor.server.console.parts import duration
 from conveyor.server.console.queue import QueuePage
 from conveyor.server.console.visit import Visit
 from conveyor.server.http import Request, Response
-from conveyor.service import Service
+from conveyor.service import Service, StoreError
 from conveyor.service.validate import plain_name
 from conveyor.sqs.limits import MODES
-from conveyor.store.base import StoreError
 
 __all__ = ["PREFIX", "Console", "auth"]
 

@@ -46,7 +46,8 @@ class Actions:
             "edit-queue": self.edit_queue, "edit-tags": self.edit_tags,
             "purge-queue": self.purge_queue, "delete-queue": self.delete_queue,
             "delete-messages": self.delete_messages, "redrive": self.redrive,
-            "cancel-redrive": self.cancel_redrive}
+            "cancel-redrive": self.cancel_redrive, "drain-worker": self.drain_worker,
+            "move-messages": self.move_messages}
         return {name: self._guarded(h) for name, h in handlers.items()}
 
     def _guarded(self, handler: Handler) -> Action:
@@ -156,6 +157,29 @@ class Actions:
         return _to_queue(ctx.region, name, done="not-deleted" if left else "deleted-messages",
                          n=deleted, m=left)
 
+    async def move_messages(self, req: Request, form: Form, operator: Operator) -> Response:
+        """Move the ticked messages (looked up, not received) to the queue typed, or each
+        dead letter back to its source: allowed to a key that may start a move task
+        between the two queues (StartMessageMoveTask's own check), recorded like a call."""
+        ctx, name = self._ctx(req, form, operator), form.get("queue", "")
+        request: dict[str, Any] = {"SourceArn": ctx.queue_arn(name)}
+        destination_name = form.get("destination", "").strip()
+        if destination_name:
+            request["DestinationArn"] = ctx.queue_arn(destination_name)
+        self.calls.authorize(operator, ctx, "StartMessageMoveTask", request)
+        ids = forms.selected(form)
+        if not ids:
+            raise FormError("Tick at least one message to move.")
+        queue = await self.service.queue(ctx, name)
+        destination = (await self.service.queue(ctx, destination_name)
+                       if destination_name else None)
+        found = [m for m, _ in (await messages.find(self.service, queue, set(ids))).values()]
+        moved = await self.service.move_selected(queue, found, destination, operator.key_id)
+        self.calls.record(operator, ctx, "MoveMessages", request,
+                          f"ok: {moved} of {len(ids)} moved by the console")
+        return _to_queue(ctx.region, name, done="moved" if moved == len(ids) else "not-moved",
+                         n=moved, m=len(ids) - moved)
+
     # --- dead letters ---------------------------------------------------------------
 
     async def redrive(self, req: Request, form: Form, operator: Operator) -> Response:
@@ -174,6 +198,19 @@ class Actions:
                                        {"TaskHandle": form.get("task", "")})
         return _to_queue(ctx.region, name, done="cancelled",
                          n=result["ApproximateNumberOfMessagesMoved"])
+
+    # --- workers --------------------------------------------------------------------
+
+    async def drain_worker(self, req: Request, form: Form, operator: Operator) -> Response:
+        """DrainWorker, for a key that may also touch the worker's queue: a key limited to
+        some queues drains only their workers."""
+        ctx, worker_id = self._ctx(req, form, operator), form.get("worker", "")
+        queue = next((w.queue for w in await self.service.live_workers()
+                      if w.worker_id == worker_id), "")
+        self.calls.authorize(operator, ctx, "DrainWorker", {"QueueUrl": queue})
+        await self.calls.call(operator, ctx, "DrainWorker", {"WorkerId": worker_id})
+        return redirect(f"{PREFIX}?{urlencode({'done': 'drain-requested', 'id': worker_id})}"
+                        "#workers")
 
 
 def _confirmed(form: Form) -> str:

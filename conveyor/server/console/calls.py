@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from conveyor.server.access import AccessKey
-from conveyor.service import RequestContext, Service
+from conveyor.service import RequestContext, Service, workers
 from conveyor.sqs import shapes
 from conveyor.sqs.errors import AccessDenied, SqsError
 
@@ -79,7 +79,10 @@ class Calls:
         started = time.perf_counter()
         outcome = "ok"
         try:
-            checked = shapes.json_checker(action)(request)
+            # Conveyor's own calls (DrainWorker) have no botocore model: the service checks
+            # them, as it does when they come over the wire.
+            checked = (request if action in workers.ACTIONS
+                       else shapes.json_checker(action)(request))
             operator.check(action, checked, ctx)
             return await self.service.action(action)(ctx, checked)
         except SqsError as error:
@@ -115,4 +118,6 @@ def _target(request: dict[str, Any]) -> str:
         value = request.get(member)
         if isinstance(value, str):
             return value.rsplit("/", 1)[-1].rsplit(":", 1)[-1]
+    if isinstance(request.get("WorkerId"), str):
+        return f"worker {request['WorkerId']}"
     return "move task" if "TaskHandle" in request else ""

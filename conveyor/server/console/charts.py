@@ -30,7 +30,7 @@ def queue_charts(history: History | None) -> str:
     """A queue page's charts: messages a second of each kind and the oldest's age."""
     if history is None:
         return parts.muted("No messages sent, received or deleted here in the last hour "
-                           "(as this server counts).")
+                           "(as this server counts, or every node on PostgreSQL).")
     rows = [[escape(kind.capitalize()), sparkline(list(series), f"{kind} per second", "/s"),
              _number(series[-1])]
             for kind, series in history.per_second.items()]

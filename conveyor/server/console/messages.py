@@ -14,12 +14,11 @@ from html import escape
 
 from conveyor.server.console import parts
 from conveyor.server.console.forms import selection_field
-from conveyor.server.console.frame import render
+from conveyor.server.console.frame import PREFIX, render
 from conveyor.server.console.visit import Visit
 from conveyor.server.http import Response
-from conveyor.service import Service
-from conveyor.service.inspect import message_attributes, system_attributes
-from conveyor.store.base import Counts, QueueRecord, StoredMessage
+from conveyor.service import Counts, QueueRecord, Service, StoredMessage
+from conveyor.service.inspect import death, message_attributes, system_attributes
 
 PAGE_SIZE = 50  # messages per page
 SCAN_LIMIT = 10_000  # messages read at most to page, search or find one
@@ -40,7 +39,7 @@ async def find(service: Service, queue: QueueRecord, ids: set[str]) -> dict[str,
 
 
 async def section(service: Service, v: Visit, queue: QueueRecord, counts: Counts,
-                  can_delete: bool) -> str:
+                  can_delete: bool, can_move: bool) -> str:
     """The Messages part of a queue's page: search, paging, the table, delete."""
     wanted = v.query.get("search", "")
     page = v.number("page")
@@ -59,7 +58,7 @@ async def section(service: Service, v: Visit, queue: QueueRecord, counts: Counts
                 "they become visible." if shown else "No messages here.")
     html = [_search_bar(v, queue, wanted, page, total), parts.muted(note)]
     if shown:
-        html.append(_table(v, queue, shown, service.clock.now_ms(), can_delete))
+        html.append(_table(v, queue, shown, service.clock.now_ms(), can_delete, can_move))
     return f'<section id="messages" data-live>{"".join(html)}</section>'
 
 
@@ -89,12 +88,13 @@ def _search_bar(v: Visit, queue: QueueRecord, wanted: str, page: int, total: int
 
 
 def _table(v: Visit, queue: QueueRecord, shown: list[Peeked], now_ms: int,
-           can_delete: bool) -> str:
+           can_delete: bool, can_move: bool) -> str:
     rows = []
+    selectable = can_delete or can_move
     for m, visible_at in shown:
         box = (f'<input type="checkbox" name="{escape(selection_field(m.message_id))}" '
                f'value="1" aria-label="select {escape(m.message_id)}">'
-               if can_delete else "")
+               if selectable else "")
         link = parts.message_path(queue.region, queue.name, m.message_id)
         rows.append([box, f'<a href="{escape(link)}">{escape(m.message_id)}</a>',
                      parts.when(m.sent_ms, now_ms), parts.state(m, visible_at, now_ms),
@@ -102,15 +102,25 @@ def _table(v: Visit, queue: QueueRecord, shown: list[Peeked], now_ms: int,
                      escape((m.dlq_source_arn or "").rsplit(":", 1)[-1]),
                      f"<code>{escape(parts.shorten(m.body, BODY_CHARS))}</code>"])
     all_box = ('<input type="checkbox" data-select-all aria-label="select all">'
-               if can_delete else "")
+               if selectable else "")
     table = parts.table([all_box, "Message id", "Sent", "State", "Receives",
                          "Dead-lettered from", "Body"], rows, numeric=(4,))
-    if not can_delete:
+    if not selectable:
         return table
-    button = ('<button class="danger">Delete selected</button> <span class="muted">Only '
-              "messages received at least once can be deleted (by their receipt).</span>")
+    buttons = []
+    if can_delete:
+        buttons.append('<button class="danger">Delete selected</button>')
+    if can_move:
+        dead_letters = any(m.dlq_source_arn for m, _ in shown)
+        buttons.append(
+            f'<label class="inline">Move selected to <input name="destination" '
+            f'autocomplete="off" aria-label="queue to move to" placeholder="'
+            f'{"empty: back to the queue each came from" if dead_letters else "queue name"}">'
+            f'</label><button formaction="{PREFIX}/move-messages">'
+            f'{"Redrive" if dead_letters else "Move"} selected</button>')
+    # One form, two actions: delete-messages, or move-messages by the second button.
     return parts.form("delete-messages", v.csrf, {"region": queue.region, "queue": queue.name},
-                      table + button)
+                      table + f'<div class="bar">{"".join(buttons)}</div>')
 
 
 async def page(service: Service, v: Visit, queue: QueueRecord, message_id: str,
@@ -134,11 +144,7 @@ async def page(service: Service, v: Visit, queue: QueueRecord, message_id: str,
                if k not in ("SentTimestamp", "ApproximateReceiveCount",
                             "ApproximateFirstReceiveTimestamp")]]
     if m.dlq_source_arn:
-        # The store starts a dead letter's receive count and times afresh: what is known
-        # is where it came from, and that it was received maxReceiveCount times there.
-        facts.append(["Why here", escape(
-            f"dead-lettered from {m.dlq_source_arn.rsplit(':', 1)[-1]}: received there as "
-            "many times as its maxReceiveCount without being deleted")])
+        facts += _why_here(m, now_ms)
     attrs = [[escape(k), escape(a.get("DataType", "")),
               f"<code>{escape(str(a.get('StringValue', a.get('BinaryValue', ''))))}</code>"]
              for k, a in sorted(message_attributes(m).items())]
@@ -151,6 +157,25 @@ async def page(service: Service, v: Visit, queue: QueueRecord, message_id: str,
             "region": queue.region, "queue": queue.name, selection_field(m.message_id): "1"},
             '<button class="danger">Delete this message</button>'))
     return render(200, "Message", "\n".join(body), who=v.who, header=v.header)
+
+
+def _why_here(m: StoredMessage, now_ms: int) -> list[list[str]]:
+    """A dead letter's story: where it came from, and the receives that spent it there
+    (its receive count and times start afresh here, as they do on SQS)."""
+    source = (m.dlq_source_arn or "").rsplit(":", 1)[-1]
+    died = death(m)
+    if died is None:  # dead-lettered before Conveyor kept why
+        return [["Why here", escape(f"dead-lettered from {source}: received there more "
+                                    "times than its maxReceiveCount without being deleted")]]
+    first, last = died.get("first_receive_ms"), died.get("last_receive_ms")
+    return [
+        ["Why here", escape(f"dead-lettered from {source}: received there "
+                            f"{died.get('receive_count', '?')} times, more than its "
+                            "maxReceiveCount, without being deleted")],
+        ["First received there", parts.when(first, now_ms) if isinstance(first, int) else ""],
+        ["Last received there", (parts.when(last, now_ms) + ' <span class="muted">(the '
+                                 "receive that moved it here)</span>")
+         if isinstance(last, int) else ""]]
 
 
 def _pretty(body: str) -> str:

@@ -17,9 +17,9 @@ from conveyor.server.console.frame import PREFIX, render
 from conveyor.server.console.visit import Visit
 from conveyor.server.console.workers import workers_section
 from conveyor.server.http import Response
-from conveyor.service import Service
+from conveyor.service import Counts, QueueRecord, Service
+from conveyor.service.activity import History
 from conveyor.service.redrive import dead_letter_arn
-from conveyor.store.base import Counts, QueueRecord
 
 PAGE_SIZE = 100  # queues per page
 MAX_DLQ_CHECKS = 200  # dead-letter queues counted for the warning on every view
@@ -39,11 +39,13 @@ class Overview:
         page = min(v.number("page"), max(1, -(-len(shown) // PAGE_SIZE)))
         rows = shown[(page - 1) * PAGE_SIZE:page * PAGE_SIZE]
         counts = {q.id: await self.service.counts(q) for q in rows}
+        histories = await self.service.histories([q.id for q in rows])
         holding = await self._dead_letters_holding(everything, sources, v.account_id)
         body = [v.notice(), self._create_form(v, default_region),
                 f'<section id="queues" data-live>{_alert(holding)}',
                 _filter_bar(wanted, page, len(shown)),
-                self._table(v, rows, counts, sources, holding) if rows else _empty(v, wanted),
+                self._table(v, rows, counts, histories, sources, holding) if rows
+                else _empty(v, wanted),
                 "</section>",
                 await workers_section(self.service, v),
                 f'<section id="recent" data-live>{_recent(v, recent, self.service)}</section>']
@@ -63,11 +65,11 @@ class Overview:
         return holding
 
     def _table(self, v: Visit, rows: list[QueueRecord], counts: dict[int, Counts],
-               sources: dict[str, list[str]], holding: dict[int, Counts]) -> str:
-        now_ms = self.service.clock.now_ms()
+               histories: dict[int, History | None], sources: dict[str, list[str]],
+               holding: dict[int, Counts]) -> str:
         cells = [[_name_cell(q, q.id in holding), escape(q.region),
                   "FIFO" if q.fifo else "standard", *parts.count_cells(counts[q.id]),
-                  charts.overview_chart(self.service.activity.history(q.id, now_ms)),
+                  charts.overview_chart(histories[q.id]),
                   parts.redrive_cell(q),
                   parts.sources_cell(q.region, sources.get(_arn(q, v.account_id), []))]
                  for q in rows]
@@ -164,6 +166,7 @@ def _empty(v: Visit, wanted: str) -> str:
 def _recent(v: Visit, recent: list[Done], service: Service) -> str:
     """The console's last actions on queues this operator may look at."""
     recent = [d for d in recent if not d.target or d.target == "move task"
+              or d.target.startswith("worker ")
               or v.may("GetQueueAttributes", {"QueueUrl": d.target}, d.region)]
     if not recent:
         return ""

@@ -13,8 +13,8 @@ import orjson
 
 from conveyor.server.console.auth import CSRF_FIELD
 from conveyor.server.console.frame import PREFIX
+from conveyor.service import Counts, QueueRecord, StoredMessage
 from conveyor.service.context import parse_arn
-from conveyor.store.base import Counts, QueueRecord, StoredMessage
 
 
 def table(headings: list[str], rows: Iterable[list[str]], numeric: tuple[int, ...] = (),

@@ -12,9 +12,8 @@ from conveyor.server.console import charts, forms, messages, parts
 from conveyor.server.console.frame import PREFIX, render
 from conveyor.server.console.visit import Visit
 from conveyor.server.http import Response
-from conveyor.service import RequestContext, Service
+from conveyor.service import Counts, QueueRecord, RequestContext, Service
 from conveyor.sqs.errors import SqsError
-from conveyor.store.base import Counts, QueueRecord
 
 MOVE_TASKS_SHOWN = 10  # ListMessageMoveTasks' most
 
@@ -47,8 +46,7 @@ class QueuePage:
                 f"ARN <code>{escape(ctx.queue_arn(name))}</code></p>",
                 f'<section id="counts" data-live>{_counts(counts)}</section>',
                 '<section id="activity" data-live>' + charts.queue_charts(
-                    self.service.activity.history(queue.id, self.service.clock.now_ms()))
-                + "</section>",
+                    (await self.service.histories([queue.id]))[queue.id]) + "</section>",
                 self._actions(v, ctx, queue),
                 "<h2>Dead letters</h2>",
                 f"<p>Go to: {parts.redrive_cell(queue)}<br>"
@@ -59,7 +57,10 @@ class QueuePage:
         body.append("<h2>Messages</h2>")
         if v.may("ReceiveMessage", {"QueueUrl": name}, region):
             can_delete = v.may("DeleteMessage", {"QueueUrl": name}, region)
-            body.append(await messages.section(self.service, v, queue, counts, can_delete))
+            can_move = v.may("StartMessageMoveTask", {"SourceArn": ctx.queue_arn(name)},
+                             region)
+            body.append(await messages.section(self.service, v, queue, counts, can_delete,
+                                               can_move))
         else:
             body.append(parts.muted("Your access key may not receive this queue's messages, "
                                     "so the console does not show them."))

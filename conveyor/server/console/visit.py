@@ -27,6 +27,11 @@ NOTICES = {
                    "to their receiver.",
     "redrive": "Redrive started: its progress is below.",
     "cancelled": "Redrive cancelled after {n} message(s).",
+    "moved": "Moved {n} message(s).",
+    "not-moved": "Moved {n} message(s); {m} were gone, or received meanwhile and left to "
+                 "their receiver.",
+    "drain-requested": "Asked worker {id} to drain: it finishes its jobs, stops receiving "
+                       "and exits at its next announcement.",
 }
 
 

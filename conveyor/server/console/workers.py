@@ -1,22 +1,30 @@
-"""The workers and autoscalers that announce themselves (conveyor/worker/presence.py)."""
+"""The workers and autoscalers that announce themselves (conveyor/runtime/presence.py), a
+Drain button per worker (DrainWorker), and each autoscaled queue's decisions as a
+timeline (RecordScalingDecision, service/workers.py)."""
 
 from __future__ import annotations
 
 from html import escape
+from typing import Any
 
 from conveyor.server.console import parts
 from conveyor.server.console.visit import Visit
 from conveyor.service import Service
 from conveyor.service.workers import WorkerRecord
 
+TIMELINE_SHOWN = 20  # decisions per queue on the page (the server keeps MAX_DECISIONS)
+
 
 async def workers_section(service: Service, v: Visit) -> str:
     announced = await service.live_workers()
     now_ms = service.clock.now_ms()
     scalers = [w for w in announced if w.kind == "scaler"]
-    html = _worker_table([w for w in announced if w.kind == "worker"], now_ms)
+    html = _worker_table(v, [w for w in announced if w.kind == "worker"], now_ms)
     if scalers:
         html += _scaler_table(scalers, now_ms)
+        for queue in sorted({(s.region, s.queue) for s in scalers}):
+            decisions = await service.scaling_decisions(*queue)
+            html += _timeline(*queue, decisions[:TIMELINE_SHOWN], now_ms)
     return f'<section id="workers" data-live>{html}</section>'
 
 
@@ -34,11 +42,30 @@ def _scaler_table(scalers: list[WorkerRecord], now_ms: int) -> str:
          "Last decision", "Last seen"], rows)
 
 
+def _timeline(region: str, queue: str, decisions: list[dict[str, Any]], now_ms: int) -> str:
+    """The queue's scaling decisions, the newest first, as an ordered list."""
+    if not decisions:
+        return ""
+    items = []
+    for d in decisions:
+        at = d.get("At")
+        when = parts.when(at, now_ms) if isinstance(at, int) else ""
+        change = f"{d.get('current', '?')} → {d.get('desired', '?')}"
+        figures = (f"backlog {d.get('backlog', '?')}, {d.get('metric', '?')} per worker "
+                   f"(target {d.get('target', '?')})")
+        items.append(f'<li class="decision {escape(str(d.get("direction", "")))}">{when} '
+                     f"<b>{escape(change)}</b> {escape(str(d.get('reason', '')))} "
+                     f'<span class="muted">{escape(figures)}</span></li>')
+    return (f'<h3>Scaling decisions: {parts.queue_link(region, queue)}</h3>'
+            f'<ol class="timeline" aria-label="scaling decisions of {escape(queue)}">'
+            f'{"".join(items)}</ol>')
+
+
 def _seen(record: WorkerRecord, now_ms: int) -> str:
     return parts.when(record.last_seen_ms, now_ms)
 
 
-def _worker_table(workers: list[WorkerRecord], now_ms: int) -> str:
+def _worker_table(v: Visit, workers: list[WorkerRecord], now_ms: int) -> str:
     if not workers:
         return ('<h2>Workers</h2><p class="muted">none has announced itself '
                 "(conveyor worker does, every 10 s)</p>")
@@ -46,13 +73,32 @@ def _worker_table(workers: list[WorkerRecord], now_ms: int) -> str:
     for w in workers:
         status = w.status
         average = status.get("processing_avg_s")
+        processed = status.get("processed")
+        up_s = (w.last_seen_ms - w.first_seen_ms) / 1000
+        rate = (f"{processed / up_s:.2f}" if isinstance(processed, int) and up_s > 0 else "")
+        app = escape(f"app: {status.get('app', '?')}")
         rows.append([
-            escape(w.worker_id), parts.queue_link(w.region, w.queue),
+            f'<span title="{app}">{escape(w.worker_id)}</span>',
+            parts.queue_link(w.region, w.queue),
             escape(str(status.get("status", "?"))), escape(str(status.get("in_flight", ""))),
-            escape(str(status.get("processed", ""))),
+            escape(str(processed if processed is not None else "")), rate,
+            escape(str(status.get("failed", ""))),
             f"{average:.3f} s" if isinstance(average, int | float) else "",
-            escape(str(status.get("app", ""))),
-            parts.when(w.first_seen_ms, now_ms), _seen(w, now_ms)])
+            escape(str(status.get("version", ""))), parts.when(w.first_seen_ms, now_ms),
+            _seen(w, now_ms), _drain(v, w)])
     return "<h2>Workers</h2>" + parts.table(
-        ["Worker", "Queue", "State", "In flight", "Processed", "Average job", "App",
-         "Up since", "Last seen"], rows, numeric=(3, 4))
+        ["Worker", "Queue", "State", "In flight", "Processed", "Jobs/s", "Failed",
+         "Average job", "Version", "Up since", "Last seen", ""], rows,
+        numeric=(3, 4, 5, 6))
+
+
+def _drain(v: Visit, worker: WorkerRecord) -> str:
+    """A Drain button, for keys allowed DrainWorker, on a worker not already draining."""
+    if worker.status.get("status") != "ok" or not v.may(
+            "DrainWorker", {"QueueUrl": worker.queue}, worker.region):
+        return ""
+    return parts.form("drain-worker", v.csrf, {"region": worker.region,
+                                               "worker": worker.worker_id},
+                      f'<button title="finish its jobs, stop receiving and exit, as on '
+                      f'SIGTERM" aria-label="Drain {escape(worker.worker_id)}">Drain</button>',
+                      css="inline")

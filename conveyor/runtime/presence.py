@@ -12,6 +12,9 @@ says so with a last, short announcement. How often:
   worker's long polls when one is due (`for_poll`), lasting as long as the poll plus
   TTL_MARGIN_S: an idle worker then makes no AnnounceWorker call at all.
 
+An operator may ask a worker to drain (the console's Drain button: DrainWorker); the answer
+to its next announcement says so (`"Drain": true`) and `on_drain` is called, once.
+
 An endpoint without that API (Amazon SQS, other emulators) refuses the first call, and the
 worker stops trying (see extensions.py): the announcements cost nothing there and never get
 in the way of the work.
@@ -31,9 +34,9 @@ from collections.abc import Callable
 from typing import Any
 
 from conveyor.client import SQSClient, SQSError, SQSTransportError
-from conveyor.worker.extensions import Extension
+from conveyor.runtime.extensions import Extension
 
-log = logging.getLogger("conveyor.worker.presence")
+log = logging.getLogger("conveyor.runtime.presence")
 
 TARGET_PREFIX = "ConveyorWorkers."
 ANNOUNCE_EVERY_S = 10.0
@@ -51,8 +54,10 @@ class Presence:
     target_prefix = TARGET_PREFIX
 
     def __init__(self, sqs: SQSClient, queue_name: str, status: Callable[[], dict[str, Any]],
-                 kind: str = "worker", clock: Callable[[], float] = time.monotonic) -> None:
+                 kind: str = "worker", clock: Callable[[], float] = time.monotonic,
+                 on_drain: Callable[[], None] | None = None) -> None:
         self.sqs = sqs
+        self.on_drain = on_drain  # the server asked this worker to drain
         self.queue_name = queue_name
         self.status = status
         self.kind = kind  # or "scaler": conveyor scale announces itself the same way
@@ -93,10 +98,17 @@ class Presence:
         self._note(request, self._clock())
         return request
 
-    def carried(self, request: dict[str, Any], sent_s: float) -> None:
-        """The server took `request` (an AnnounceWorker request) at monotonic `sent_s`."""
+    def carried(self, request: dict[str, Any], sent_s: float,
+                answer: dict[str, Any] | None = None) -> None:
+        """The server took `request` (an AnnounceWorker request) at monotonic `sent_s`,
+        answering `answer` (AnnounceWorker's, or the PollMessages answer that carried it)."""
         self.extension.worked()
         self._note(request, sent_s)
+        if answer and answer.get("Drain") is True and self.on_drain is not None:
+            log.info("the server asked this %s to drain: worker=%s", self.kind,
+                     self.worker_id)
+            on_drain, self.on_drain = self.on_drain, None
+            on_drain()
 
     def lost(self) -> None:
         """The poll that carried the last announcement failed: it was not made."""
@@ -148,8 +160,8 @@ class Presence:
     async def _announce(self, request: dict[str, Any]) -> None:
         sent_s = self._clock()
         try:
-            await self.sqs.call("AnnounceWorker", request, timeout_s=CALL_TIMEOUT_S,
-                                target_prefix=self.target_prefix)
+            answer = await self.sqs.call("AnnounceWorker", request, timeout_s=CALL_TIMEOUT_S,
+                                         target_prefix=self.target_prefix)
         except SQSError as exc:
             if self.extension.refused(exc):
                 log.debug("%s does not list workers (%s): not announcing this %s",
@@ -157,4 +169,4 @@ class Presence:
             return  # else the endpoint's passing trouble: try again next time
         except SQSTransportError:
             return  # unreachable for now: the pollers report it; try again next time
-        self.carried(request, sent_s)
+        self.carried(request, sent_s, answer)

@@ -20,15 +20,15 @@ import orjson
 from conveyor import logs
 from conveyor._click import HTTP_URL, PORT, OneLineError
 from conveyor.client import SQSClient
-from conveyor.worker.app_wait import AppNotAnswering, wait_for_app
-from conveyor.worker.child_server import ChildServer, ServerStartError
-from conveyor.worker.cli import click_option
+from conveyor.runtime.loop import install_signal_handlers, run_loop
+from conveyor.up.app_wait import AppNotAnswering, wait_for_app
+from conveyor.up.child_server import ChildServer, ServerStartError
+from conveyor.up.demo_app import DEMO_JOBS, DemoApp, start_demo_app
+from conveyor.worker.cli import WORKER_HOOKS, click_option
 from conveyor.worker.config import ConfigError, WorkerConfig, load_config
 from conveyor.worker.daemon import Worker
-from conveyor.worker.demo_app import DEMO_JOBS, DemoApp, start_demo_app
 from conveyor.worker.options import OPTIONS
 from conveyor.worker.queues import WorkerQueues, create_worker_queues
-from conveyor.worker.runner import install_signal_handlers, run_loop
 
 # `up` decides these itself; every other worker option is accepted as a flag.
 _UP_OWNS = {"WorkerQueueURL", "AppURL", "CreateQueue", "EndpointURL", "Region"}
@@ -134,7 +134,8 @@ async def _up(config: WorkerConfig, server: ChildServer, queue_name: str, demo: 
                 return
             if stopping.is_set():
                 return
-            worker = scale(config) if scale else Worker(config)  # --autoscale: a fleet
+            # --autoscale: a fleet of `conveyor worker` processes instead of one here
+            worker = scale(config) if scale else Worker(config, hooks=WORKER_HOOKS)
             install_signal_handlers(worker.stop)
             _banner(server, queues, config, demo, getattr(worker, "status_url", None))
             watch = asyncio.create_task(_watch_server(server, worker))

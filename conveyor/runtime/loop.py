@@ -1,4 +1,5 @@
-"""Run a Worker in the foreground: event loop and signals."""
+"""Run a long-lived part (worker, scheduler, scaler, `up`) in the foreground: event loop
+and signals."""
 
 from __future__ import annotations
 
@@ -6,9 +7,6 @@ import asyncio
 import contextlib
 import signal
 from collections.abc import Awaitable, Callable
-
-from conveyor.worker.config import WorkerConfig
-from conveyor.worker.daemon import Worker
 
 
 def run_loop(main: Callable[[], Awaitable[None]]) -> None:
@@ -28,9 +26,3 @@ def install_signal_handlers(stop: Callable[[], None]) -> None:
         with contextlib.suppress(NotImplementedError):  # Windows
             loop.add_signal_handler(sig, stop)
 
-
-async def serve(config: WorkerConfig) -> None:
-    """Run one worker until a signal stops it."""
-    worker = Worker(config)
-    install_signal_handlers(worker.stop)
-    await worker.run()

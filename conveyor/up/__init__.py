@@ -1,0 +1,1 @@
+"""`conveyor up`: a whole worker environment on one machine, and its demo app."""
