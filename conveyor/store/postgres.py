@@ -959,10 +959,10 @@ class _SharedClaim(_Claim):
         self.store = store
 
     async def dead_letter(self, seqs: list[int], dead_letter_queue_id: int, source_arn: str,
-                          now_ms: int) -> None:
+                          now_ms: int, systems: list[str | None] | None = None) -> None:
         async with self.store._conn() as db:
             self.db = db
-            await super().dead_letter(seqs, dead_letter_queue_id, source_arn, now_ms)
+            await super().dead_letter(seqs, dead_letter_queue_id, source_arn, now_ms, systems)
 
 
 class _Held:
