@@ -71,7 +71,7 @@ async def _driver_loop(conn: asyncpg.Connection, queue_id: int, batch: int,
                                    [now_ms + 30_000], [receipt])
         await conn.fetch(postgres._DELETE, [r["seq"] for r in claimed],
                          [receipt] * len(claimed), [queue_id] * len(claimed),
-                         [-1] * len(claimed))
+                         [-1] * len(claimed), [False] * len(claimed))
         done += len(claimed)
     return done
 

@@ -22,6 +22,15 @@ from click.core import ParameterSource
 from conveyor._click import HTTP_URL
 from conveyor.client.client import SQSClient, endpoint_from_queue_url
 from conveyor.client.errors import SQSError, SQSTransportError
+from conveyor.client.partitions import (
+    MAX_PARTITIONS,
+    PartitionedQueue,
+    PartitionError,
+    partition_name,
+)
+from conveyor.payloads.blobs import BlobError, BlobSettings, BlobStore
+from conveyor.payloads.offload import Offloader, OffloadError, default_store
+from conveyor.payloads.pointer import DEFAULT_THRESHOLD_BYTES, EMBEDDED_BUCKET, EMBEDDED_STORE_PATH
 
 DEFAULT_ENDPOINT = "http://127.0.0.1:9324"
 MOVE_POLL_S = 0.5
@@ -80,6 +89,20 @@ def _target(command: Callable[..., None]) -> Callable[..., None]:
 async def queue_url(sqs: SQSClient, queue: str) -> str:
     """A queue given by URL stays as it is; a name is looked up."""
     return queue if queue.startswith(("http://", "https://")) else await sqs.get_queue_url(queue)
+
+
+async def partitioned_queue(sqs: SQSClient, queue: str, partitions: int) -> PartitionedQueue:
+    """The logical queue `queue` (a name or its URL) of `partitions` partitions; a name is
+    looked up through its first partition, since the logical queue itself does not exist."""
+    if queue.startswith(("http://", "https://")):
+        url = queue
+    else:
+        first = await sqs.get_queue_url(partition_name(queue, 0))
+        url = first.rsplit("/", 1)[0] + "/" + queue
+    try:
+        return PartitionedQueue(url, partitions)
+    except PartitionError as exc:
+        raise click.BadParameter(str(exc), param_hint="--partitions") from None
 
 
 def _pairs(values: tuple[str, ...], what: str) -> dict[str, str]:
@@ -304,21 +327,78 @@ def message_group() -> None:
 @click.option("--dedup-id", help="MessageDeduplicationId (FIFO queues).")
 @click.option("--attribute", "-a", "attributes", multiple=True, metavar="NAME=VALUE",
               help="A String message attribute (repeatable).")
+@click.option("--partitions", type=click.IntRange(0, MAX_PARTITIONS), default=0,
+              envvar="CONVEYOR_PARTITIONS", show_default=True,
+              help="QUEUE is a logical queue of this many partitions QUEUE-p0 ... (as the "
+              "worker's Partitions option; also CONVEYOR_PARTITIONS); 0 = a plain queue.")
+@click.option("--partition-key", metavar="KEY",
+              help="Pick the partition by CRC-32 of KEY (default: the --group on FIFO "
+              "queues, else round robin).")
+@click.option("--payload-bucket", envvar="CONVEYOR_PAYLOAD_BUCKET",
+              help="Store a body larger than --payload-threshold in this bucket and send a "
+              "pointer (the SQS Extended Client's format)  [default: the Conveyor server's "
+              f"embedded {EMBEDDED_BUCKET}; none on Amazon SQS]")
+@click.option("--payload-endpoint-url", envvar="CONVEYOR_PAYLOAD_ENDPOINT_URL", type=HTTP_URL,
+              help="S3-compatible endpoint of that bucket  [default: the Conveyor server's "
+              f"{EMBEDDED_STORE_PATH}; Amazon S3 on Amazon SQS]")
+@click.option("--payload-threshold", type=click.IntRange(0), metavar="BYTES",
+              help="Offload bodies (with attributes) larger than this  [default: the queue's "
+              "MaximumMessageSize]")
+@click.option("--compress", is_flag=True,
+              help="gzip the stored body (marked ConveyorPayloadEncoding: gzip; Conveyor's "
+              "worker inflates it, the Extended Client cannot).")
 @_target
 def send(target: Target, queue: str, body: str | None, delay: int | None, group_id: str | None,
-         dedup_id: str | None, attributes: tuple[str, ...]) -> None:
-    """Send BODY (or standard input when BODY is - or left out) to QUEUE; prints its id."""
+         dedup_id: str | None, attributes: tuple[str, ...], partitions: int,
+         partition_key: str | None, payload_bucket: str | None,
+         payload_endpoint_url: str | None, payload_threshold: int | None,
+         compress: bool) -> None:
+    """Send BODY (or standard input when BODY is - or left out) to QUEUE; prints its id.
+
+    A body too large for the queue goes to a blob store and a pointer is sent instead."""
     if body is None or body == "-":
         body = sys.stdin.read()
     message_attributes = {k: {"DataType": "String", "StringValue": v}
                           for k, v in _pairs(attributes, "--attribute").items()}
+    if partition_key is not None and not partitions:
+        raise click.UsageError("--partition-key needs --partitions (or CONVEYOR_PARTITIONS)")
 
     async def work(sqs: SQSClient) -> str:
-        return await sqs.send_message(await queue_url(sqs, queue), body, delay_s=delay,
-                                      attributes=message_attributes, group_id=group_id,
-                                      deduplication_id=dedup_id)
+        if partitions:
+            logical = await partitioned_queue(sqs, queue, partitions)
+            try:
+                url = logical.url_for(partition_key, group_id=group_id)
+            except PartitionError as exc:
+                raise click.UsageError(str(exc)) from None
+        else:
+            url = await queue_url(sqs, queue)
+        text, attrs = body, message_attributes
+        offloader = _offloader(target, payload_bucket, payload_endpoint_url, compress)
+        if offloader is not None:
+            threshold = payload_threshold
+            if threshold is None:
+                found = await sqs.get_queue_attributes(url, ["MaximumMessageSize"])
+                threshold = int(found.get("MaximumMessageSize", DEFAULT_THRESHOLD_BYTES))
+            try:
+                text, attrs = await asyncio.to_thread(offloader.prepare, body, attrs, threshold)
+            except (OffloadError, BlobError) as exc:
+                raise click.ClickException(f"cannot offload the body: {exc}") from None
+        return await sqs.send_message(url, text, delay_s=delay, attributes=attrs,
+                                      group_id=group_id, deduplication_id=dedup_id)
 
     click.echo(target.run(work, queue=queue))
+
+
+def _offloader(target: Target, bucket: str | None, endpoint_url: str | None,
+               compress: bool) -> Offloader | None:
+    """The Offloader `send` uses, or None when there is no bucket to offload to."""
+    default_endpoint, default_bucket = default_store(target.endpoint_url)
+    bucket = default_bucket if bucket is None else bucket
+    if not bucket:
+        return None
+    settings = BlobSettings(endpoint_url if endpoint_url is not None else default_endpoint,
+                            target.region or "", bucket=bucket)
+    return Offloader(BlobStore(settings), compress=compress)
 
 
 @message_group.command("receive")

@@ -13,6 +13,7 @@ from conveyor.scale.cli import register as register_scale_commands
 from conveyor.server.cli import server_command
 from conveyor.up.cli import up_command
 from conveyor.worker.cli import register as register_worker_commands
+from conveyor.worker.partitions_cli import register as register_partition_commands
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -29,7 +30,7 @@ def main(log_format: str) -> None:
     conveyor worker    run the worker daemon that POSTs each message to your app
     conveyor cron      periodic tasks from cron.yaml: list, check, run
     conveyor scale     autoscale the worker fleet: run, status, simulate
-    conveyor queue     list, create, show, purge, delete and redrive queues
+    conveyor queue     list, create (also partitioned), show, purge, delete, redrive
     conveyor message   send and receive messages
     """
     os.environ[logs.ENV] = log_format  # for logs.setup, here and in child processes
@@ -41,3 +42,4 @@ register_worker_commands(main)
 register_scale_commands(main)
 register_cron_commands(main)
 register_admin_commands(main)
+register_partition_commands()

@@ -47,6 +47,10 @@ def scale_group() -> None:
 
 @scale_group.command("run")
 @click.option("--queue-url", required=True, type=HTTP_URL, help="The worker queue to watch.")
+@click.option("--partitions", type=click.IntRange(0, 64), default=0, show_default=True,
+              envvar="CONVEYOR_PARTITIONS",
+              help="The queue is a logical queue of this many partitions (the workers' "
+              "Partitions): the backlog is theirs added up; 0 = a plain queue.")
 @click.option("--app-url", default="http://localhost:80", show_default=True, type=HTTP_URL,
               help="AppURL of the local workers (local actuator).")
 @click.option("--workers", "bounds", default="0:4", show_default=True, callback=_bounds,

@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 # The actuator gives each worker its own status port; the queue exists already.
 _FLEET_OWNS = {"StatusPort", "StatusHost", "CreateQueue"}
 # Passed in the environment, not as flags: a command line is visible to every local user.
-_SECRETS = {"SigningSecret", "CronSigningKey"}
+_SECRETS = {"SigningSecret", "CronSigningKey", "PayloadAccessKey"}
 
 
 def worker_args(config: WorkerConfig) -> list[str]:
@@ -86,7 +86,8 @@ class AutoscaledFleet:
         async with SQSClient(endpoint, region=self.config.region or None) as sqs:
             self.scaler = Scaler(self.policy, sqs, queue_url, self.actuator,
                                  interval_s=self.interval_s,
-                                 concurrency=self.config.http_connections)
+                                 concurrency=self.config.http_connections,
+                                 partitions=self.config.partitions)
             status = None
             if self.status_port:
                 status = scale_status_server(self.scaler, self.status_host, self.status_port)

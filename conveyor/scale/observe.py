@@ -3,6 +3,8 @@ own report (GET /health on its status port)."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +30,13 @@ async def queue_counts(sqs: SQSClient, queue_url: str) -> QueueCounts:
     attributes = await sqs.get_queue_attributes(queue_url, QUEUE_COUNTS)
     visible, in_flight, delayed = (int(attributes.get(name, 0)) for name in QUEUE_COUNTS)
     return QueueCounts(visible, in_flight, delayed)
+
+
+async def backlog_counts(sqs: SQSClient, queue_urls: Sequence[str]) -> QueueCounts:
+    """The counts of a logical queue: its partitions' added up (one call each, at once)."""
+    parts = await asyncio.gather(*(queue_counts(sqs, url) for url in queue_urls))
+    return QueueCounts(sum(c.visible for c in parts), sum(c.in_flight for c in parts),
+                       sum(c.delayed for c in parts))
 
 
 async def worker_health(session: aiohttp.ClientSession, url: str,

@@ -17,7 +17,8 @@ async def run_scaler(policy: Policy, queue_url: str, app_url: str,
                      worker_args: tuple[str, ...], options: dict[str, Any]) -> None:
     """Scale until SIGTERM / SIGINT, then drain the local fleet (a Deployment keeps its size)."""
     config = load_config({"WorkerQueueURL": queue_url, "AppURL": app_url,
-                          "HttpConnections": options["concurrency"], "CreateQueue": False})
+                          "HttpConnections": options["concurrency"], "CreateQueue": False,
+                          "Partitions": options["partitions"]})
     actuator: Actuator
     if options["actuator"] == "kubernetes":
         kube = KubeConfig.in_cluster(namespace=options["namespace"])
@@ -25,7 +26,8 @@ async def run_scaler(policy: Policy, queue_url: str, app_url: str,
                                       options.get("worker_status_port"))
     else:
         args = ["--worker-queue-url", queue_url, "--app-url", app_url, "--no-create-queue",
-                "--http-connections", str(options["concurrency"]), *worker_args]
+                "--http-connections", str(options["concurrency"]),
+                "--partitions", str(options["partitions"]), *worker_args]
         actuator = LocalActuator(args, options["log_dir"])
     fleet = AutoscaledFleet(config, policy, log_dir=options["log_dir"],
                             interval_s=options["interval_s"],

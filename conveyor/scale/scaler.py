@@ -10,10 +10,11 @@ from collections.abc import Callable
 from typing import Any
 
 from conveyor.client import SQSClient, SQSError, SQSTransportError, queue_name_from_url
+from conveyor.client.partitions import PartitionedQueue
 from conveyor.runtime.presence import Presence
 from conveyor.scale.actuator import Actuator, ScaleResult
 from conveyor.scale.metrics import ScaleMetrics
-from conveyor.scale.observe import queue_counts
+from conveyor.scale.observe import backlog_counts
 from conveyor.scale.policy import Decision, Observation, Policy
 from conveyor.scale.protection import WorkerView, average_processing_s, fleet_counts
 from conveyor.scale.timeline import Timeline, decision_json
@@ -25,11 +26,14 @@ class Scaler:
     """Every `interval_s`: GetQueueAttributes + the fleet's reports → policy → actuator."""
 
     def __init__(self, policy: Policy, sqs: SQSClient, queue_url: str, actuator: Actuator, *,
-                 interval_s: float = 2.0, concurrency: int = 1,
+                 interval_s: float = 2.0, concurrency: int = 1, partitions: int = 0,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.policy = policy
         self.queue_url = queue_url
         self.queue_name = queue_name_from_url(queue_url)
+        # A partitioned queue's backlog is its partitions' (client/partitions.py).
+        self.queue_urls = (PartitionedQueue(queue_url, partitions).urls if partitions
+                           else [queue_url])
         self.actuator = actuator
         self.interval_s = interval_s
         self.metrics = ScaleMetrics(self.queue_name)
@@ -67,7 +71,7 @@ class Scaler:
 
     async def step(self) -> Decision:
         """One observe → decide → act round."""
-        counts = await queue_counts(self._sqs, self.queue_url)
+        counts = await backlog_counts(self._sqs, self.queue_urls)
         self.workers = await self.actuator.refresh()
         obs = self._observation(counts.visible, counts.in_flight, counts.delayed)
         decision = self.policy.decide(obs)

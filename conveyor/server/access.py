@@ -65,6 +65,11 @@ class AccessKey:
         if not self._may_call(action) or not self._may_touch(names):
             raise AccessDenied(f"Access to the resource {endpoint}/ is denied.")
 
+    def allows(self, action: str) -> bool:
+        """True when the key's actions admit `action` (e.g. `s3:GetObject` on the
+        embedded blob store, which has no queues to limit)."""
+        return self.actions == EVERYTHING or self._may_call(action)
+
     def _may_call(self, action: str) -> bool:
         wanted = {action.lower(), _PERMISSION.get(action, action).lower()}
         return any(fnmatchcase(name, pattern) for pattern in self.actions for name in wanted)

@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from conveyor.ids import UuidSequence
-from conveyor.server import console, sigv4
+from conveyor.server import console, s3subset, sigv4
 from conveyor.server.access import AccessKey
 from conveyor.server.http import Request, Response
 from conveyor.server.metrics import CONTENT_TYPE_LATEST, ServerMetrics
@@ -98,6 +98,7 @@ class App:
         self.waiters = Waiters()
         self.service.wakeups = self.waiters  # sends, releases and other nodes wake long polls
         self._tasks: list[asyncio.Task[None]] = []
+        self.blobs: s3subset.S3Subset | None = None  # the embedded blob store, if served
         self.stopping = False
         self._request_id = UuidSequence().next
         self._contexts: dict[tuple[str, str, str], RequestContext] = {}
@@ -159,6 +160,8 @@ class App:
             return await self._metrics(req)
         if req.path == console.PREFIX or req.path.startswith(console.PREFIX + "/"):
             return await self.console.page(req)
+        if self.blobs is not None and self.blobs.owns(req.path):
+            return await self.blobs.handle(req)
         if req.path == "/_conveyor/clock" and req.method == "POST" and self.settings.dev_clock:
             return self._advance_clock(req)
         started = time.perf_counter()

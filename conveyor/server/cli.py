@@ -19,6 +19,7 @@ import click
 
 from conveyor import logs
 from conveyor.clock import Clock
+from conveyor.server import s3subset
 from conveyor.server.access import AccessKey
 from conveyor.server.app import App, ServerSettings
 from conveyor.server.config import ConfigError, declare_queues, load, queue_declarations
@@ -92,6 +93,13 @@ FD_RESERVE = 64
               help="Serve HTTPS with this PEM certificate (chain).")
 @click.option("--tls-key", metavar="PATH", envvar="CONVEYOR_TLS_KEY",
               help="The certificate's PEM private key, unencrypted  [default: in --tls-cert]")
+@click.option("--payload-dir", metavar="DIR", envvar="CONVEYOR_PAYLOAD_DIR",
+              help="Serve the embedded S3-compatible blob store for large payloads at "
+              f"{s3subset.PREFIX} from DIR; 'off' = none  [default: <data-dir>/payloads "
+              "with SQLite, off with PostgreSQL]")
+@click.option("--payload-max-bytes", type=click.IntRange(1), envvar="CONVEYOR_PAYLOAD_MAX_BYTES",
+              help="Largest object the embedded blob store accepts  "
+              f"[default: {s3subset.DEFAULT_MAX_OBJECT_BYTES}]")
 @click.option("--log-level", type=click.Choice(LOG_LEVELS),
               envvar="CONVEYOR_LOG_LEVEL", help="[default: info]")
 @click.option("--dev-clock-skew", type=float, hidden=True,
@@ -114,7 +122,9 @@ def _settings(config_path: Path | None, options: dict[str, Any]) -> dict[str, An
               "mode": "strict", "account_id": "000000000000", "region": "us-east-1",
               "log_level": "info", "allow_open": False, "metrics_token": "",
               "metrics_port": None, "console_session_hours": DEFAULT_SESSION_S / 3600,
-              "request_timeout": REQUEST_TIMEOUT_S, "max_connections": MAX_CONNECTIONS, **file}
+              "request_timeout": REQUEST_TIMEOUT_S, "max_connections": MAX_CONNECTIONS,
+              "payload_dir": None, "payload_max_bytes": s3subset.DEFAULT_MAX_OBJECT_BYTES,
+              **file}
     for key, value in options.items():
         if value not in (None, ()):
             merged[key] = value
@@ -208,9 +218,12 @@ async def serve(settings: dict[str, Any]) -> None:
             metrics_token=settings["metrics_token"] or "",
             metrics_port=settings["metrics_port"],
             console_session_s=round(settings["console_session_hours"] * 3600)))
+        app.blobs = _blob_store(settings)
+        large_bodies = None if app.blobs is None else (
+            s3subset.PREFIX.encode() + b"/", app.blobs.max_object_bytes)
         http = HttpServer(app.handle, service.limits.max_request_bytes,
                           request_timeout_s=settings["request_timeout"],
-                          max_connections=max_connections, tls=tls)
+                          max_connections=max_connections, tls=tls, large_bodies=large_bodies)
         port = await http.start(settings["host"], settings["port"])
         metrics_listener = await _start_metrics_listener(app, settings)
         app.start()
@@ -237,6 +250,20 @@ async def serve(settings: dict[str, Any]) -> None:
             await metrics_listener.stop()
     finally:
         await store.close()
+
+
+def _blob_store(settings: dict[str, Any]) -> s3subset.S3Subset | None:
+    """The embedded blob store (--payload-dir), on by default beside the SQLite store."""
+    where = settings["payload_dir"]
+    if where is None and settings["store"] == "sqlite":
+        where = str(Path(settings["data_dir"]) / "payloads")
+    if where is None or where == "off":
+        return None
+    try:
+        return s3subset.S3Subset(Path(where), settings["access_keys"],
+                                 max_object_bytes=settings["payload_max_bytes"])
+    except OSError as exc:
+        raise ConfigError(f"--payload-dir {where}: {exc.strerror or exc}") from None
 
 
 async def _start_metrics_listener(app: App, settings: dict[str, Any]) -> HttpServer | None:

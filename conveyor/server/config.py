@@ -71,6 +71,8 @@ _SETTINGS: dict[str, tuple[type | tuple[type, ...], str]] = {
     "max_connections": (int, "a number of connections"),
     "tls_cert": (str, "a PEM certificate file"),
     "tls_key": (str, "a PEM private key file"),
+    "payload_dir": (str, "a directory, or off"),
+    "payload_max_bytes": (int, "a number of bytes"),
 }
 
 

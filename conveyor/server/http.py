@@ -57,15 +57,17 @@ class Response:
     body: bytes
     content_type: bytes = b"application/json"
     headers: list[tuple[bytes, bytes]] = field(default_factory=list)
+    content_length: int | None = None  # a HEAD answer's: the length a GET's body would have
 
 
 Handler = Callable[[Request], Awaitable[Response | None]]
 
-_REASONS = {200: b"OK", 303: b"See Other", 400: b"Bad Request", 401: b"Unauthorized",
+_REASONS = {200: b"OK", 204: b"No Content", 303: b"See Other", 400: b"Bad Request",
+            401: b"Unauthorized",
             403: b"Forbidden", 404: b"Not Found", 405: b"Method Not Allowed",
             408: b"Request Timeout", 413: b"Payload Too Large", 414: b"URI Too Long",
             431: b"Request Header Fields Too Large", 500: b"Internal Server Error",
-            503: b"Service Unavailable"}
+            501: b"Not Implemented", 503: b"Service Unavailable"}
 
 
 class _Connection(asyncio.Protocol):
@@ -143,7 +145,7 @@ class _Connection(asyncio.Protocol):
 
     def on_body(self, body: bytes) -> None:
         self.body_bytes += len(body)
-        if self.body_bytes <= self.server.max_body_bytes:
+        if self.body_bytes <= self.server.body_limit(self.url):
             self.body.append(body)
 
     def on_message_complete(self) -> None:
@@ -154,7 +156,7 @@ class _Connection(asyncio.Protocol):
                              Response(431, b'{"message":"Request headers too large."}'))
             self.url = b"/"  # what was kept of it may be cut anywhere
         url = httptools.parse_url(self.url)
-        too_large = self.body_bytes > self.server.max_body_bytes
+        too_large = self.body_bytes > self.server.body_limit(self.url)
         request = Request(self.parser.get_method().decode("ascii", "replace"),
                           url.path.decode("latin-1"), url.query or b"", self.headers,
                           b"" if too_large else b"".join(self.body), self.gone,
@@ -206,7 +208,8 @@ class _Connection(asyncio.Protocol):
         assert self.transport is not None
         head = [b"HTTP/1.1 %d %s\r\n" % (response.status, _REASONS.get(response.status, b"OK")),
                 b"content-type: %s\r\ncontent-length: %d\r\ndate: %s\r\n"
-                % (response.content_type, len(response.body), self.server.date())]
+                % (response.content_type, len(response.body) if response.content_length is None
+                   else response.content_length, self.server.date())]
         head += [b"%s: %s\r\n" % pair for pair in response.headers]
         if not keep_alive:
             head.append(b"connection: close\r\n")
@@ -264,9 +267,13 @@ class HttpServer:
     def __init__(self, handler: Handler, max_body_bytes: int, *,
                  request_timeout_s: float = REQUEST_TIMEOUT_S,
                  max_connections: int = MAX_CONNECTIONS,
-                 tls: ssl.SSLContext | None = None) -> None:
+                 tls: ssl.SSLContext | None = None,
+                 large_bodies: tuple[bytes, int] | None = None) -> None:
         self.handler = handler
         self.max_body_bytes = max_body_bytes
+        # (path prefix, limit): requests under that prefix may carry bodies up to the
+        # limit (the embedded blob store's objects), all others up to max_body_bytes.
+        self.large_bodies = large_bodies
         self.request_timeout_s = request_timeout_s
         # Never longer than a whole request may take: a short --request-timeout (tests,
         # or a deliberately strict setup) shortens the wait for the first byte too.
@@ -282,6 +289,12 @@ class HttpServer:
         self._date_at = 0.0
         self._refused = 0  # connections refused at the cap since the last warning
         self._warned_at = float("-inf")
+
+    def body_limit(self, url: bytes) -> int:
+        """The most body bytes a request for `url` may carry."""
+        if self.large_bodies is not None and url.startswith(self.large_bodies[0]):
+            return self.large_bodies[1]
+        return self.max_body_bytes
 
     def date(self) -> bytes:
         now = self.loop.time()

@@ -15,6 +15,11 @@ What is refused, and why (AWS's wording where AWS has one; see the IAM user guid
   time), or leaving any `x-amz-*` header present unsigned (one such header, `X-Amz-Target`,
   selects the action);
 - a scope that is not `<request date>/<region>/sqs/aws4_request`;
+- for the embedded S3 store (service `s3`), the same rules, except that S3 lets a body go
+  unsigned (`UNSIGNED-PAYLOAD`, what every presigned S3 URL signs, and
+  `STREAMING-UNSIGNED-PAYLOAD-TRAILER`, botocore's PutObject over TLS) and signs the path
+  as sent,
+  not encoded a second time (botocore's S3SigV4Auth._normalize_url_path);
 - a request time more than 15 minutes from the server's, and a presigned URL past its
   `X-Amz-Expires`;
 - a session token that is not the one configured for the key, or one sent for a key that
@@ -43,6 +48,11 @@ from conveyor.sqs.errors import (
 
 ALGORITHM = "AWS4-HMAC-SHA256"
 SERVICE = "sqs"
+S3_SERVICE = "s3"
+UNSIGNED_PAYLOAD = "UNSIGNED-PAYLOAD"
+# S3's aws-chunked body with a checksum trailer and no chunk signatures: what botocore sends
+# for PutObject over TLS. The signature covers this literal in place of the body's hash.
+STREAMING_UNSIGNED_TRAILER = "STREAMING-UNSIGNED-PAYLOAD-TRAILER"
 TERMINATOR = "aws4_request"
 MAX_SKEW = timedelta(minutes=15)  # SQS refuses requests signed more than 15 minutes away
 MAX_EXPIRES_S = 7 * 24 * 3600  # the longest X-Amz-Expires AWS accepts (7 days)
@@ -160,7 +170,8 @@ def _fields(header: str) -> dict[str, str]:
 # --- verification -----------------------------------------------------------------------
 
 def verify(claim: Claim | None, secrets: Mapping[str, Secret], method: str, path: str,
-           query: str, headers: dict[str, str], body: bytes, now: datetime) -> None:
+           query: str, headers: dict[str, str], body: bytes, now: datetime, *,
+           service: str = SERVICE) -> None:
     """Raise the SQS error for a missing, unknown, malformed, stale or wrong signature."""
     if claim is None:
         raise MissingAuthenticationToken()
@@ -169,17 +180,23 @@ def verify(claim: Claim | None, secrets: Mapping[str, Secret], method: str, path
         raise InvalidClientTokenId()
     _check_signed_headers(claim, headers)
     _check_token(claim, known)
-    signed_at = _check_scope(claim, now)
+    signed_at = _check_scope(claim, now, service)
     _check_time(claim, signed_at, now)
     payload_hash = hashlib.sha256(body).hexdigest()
     declared = headers.get("x-amz-content-sha256")
-    if declared is not None and declared != payload_hash:
+    if service == S3_SERVICE and declared in (UNSIGNED_PAYLOAD, STREAMING_UNSIGNED_TRAILER):
+        payload_hash = declared
+    elif service == S3_SERVICE and claim.presigned and declared is None:
+        payload_hash = UNSIGNED_PAYLOAD  # S3 presigned URLs always sign this constant
+    elif declared is not None and declared != payload_hash:
         # Also UNSIGNED-PAYLOAD: SQS signs every body (S3 alone may leave it unsigned).
         raise SignatureDoesNotMatch("The provided 'x-amz-content-sha256' header does not "
                                     "match what was computed.")
     if not _SIGNATURE.fullmatch(claim.signature):
         raise SignatureDoesNotMatch()
-    expected = signature(known.secret, claim, method, path, query, headers, payload_hash)
+    canonical_path = (path or "/") if service == S3_SERVICE else quote(path or "/", safe="/~")
+    expected = signature(known.secret, claim, method, canonical_path, query, headers,
+                         payload_hash)
     if not hmac.compare_digest(expected.encode(), claim.signature.encode()):
         raise SignatureDoesNotMatch()
 
@@ -208,7 +225,7 @@ def _check_signed_headers(claim: Claim, headers: dict[str, str]) -> None:
                            f"signed: {', '.join(unsigned)[:200]}")
 
 
-def _check_scope(claim: Claim, now: datetime) -> datetime:
+def _check_scope(claim: Claim, now: datetime, service: str = SERVICE) -> datetime:
     try:
         signed_at = datetime.strptime(claim.amz_date, DATE_FORMAT).replace(tzinfo=UTC)
     except ValueError:
@@ -219,9 +236,9 @@ def _check_scope(claim: Claim, now: datetime) -> datetime:
             f"Date in Credential scope does not match YYYYMMDD from ISO-8601 version of date "
             f"from HTTP: '{claim.date[:20]}' != '{claim.amz_date[:8]}', from "
             f"'{claim.amz_date}'.")
-    if claim.service != SERVICE:
+    if claim.service != service:
         raise SignatureDoesNotMatch(f"Credential should be scoped to correct service: "
-                                    f"'{SERVICE}'. ")
+                                    f"'{service}'. ")
     if claim.terminator != TERMINATOR:
         raise SignatureDoesNotMatch(f"Credential should be scoped with a valid terminator: "
                                     f"'{TERMINATOR}', not '{claim.terminator[:40]}'. ")
@@ -251,11 +268,12 @@ def _check_time(claim: Claim, signed_at: datetime, now: datetime) -> None:
             f"{(now - MAX_SKEW).strftime(DATE_FORMAT)} ({stamp} - 15 min.)")
 
 
-def signature(secret: str, claim: Claim, method: str, path: str, query: str,
+def signature(secret: str, claim: Claim, method: str, canonical_path: str, query: str,
               headers: dict[str, str], payload_hash: str) -> str:
+    """The signature of a request whose path is already in its canonical form."""
     canonical = "\n".join([
         method,
-        quote(path or "/", safe="/~"),
+        canonical_path,
         _canonical_query(query, claim.presigned),
         "".join(f"{name}:{' '.join(headers.get(name, '').split())}\n"
                 for name in claim.signed_headers),
@@ -265,15 +283,15 @@ def signature(secret: str, claim: Claim, method: str, path: str, query: str,
     scope = f"{claim.date}/{claim.region}/{claim.service}/{claim.terminator}"
     to_sign = "\n".join([ALGORITHM, claim.amz_date, scope,
                          hashlib.sha256(canonical.encode("utf-8", "surrogateescape")).hexdigest()])
-    key = _signing_key(secret, claim.date, claim.region)
+    key = _signing_key(secret, claim.date, claim.region, claim.service)
     return hmac.new(key, to_sign.encode("utf-8", "surrogateescape"), hashlib.sha256).hexdigest()
 
 
 @lru_cache(maxsize=256)
-def _signing_key(secret: str, date: str, region: str) -> bytes:
+def _signing_key(secret: str, date: str, region: str, service: str) -> bytes:
     """Four HMACs that only change with the day, region and key: once per client and day."""
     key = ("AWS4" + secret).encode()
-    for part in (date, region, SERVICE, TERMINATOR):
+    for part in (date, region, service, TERMINATOR):
         key = hmac.new(key, part.encode("utf-8", "surrogateescape"), hashlib.sha256).digest()
     return key
 

@@ -19,6 +19,7 @@ from conveyor.service.base import ServiceBase
 from conveyor.service.context import RequestContext, parse_arn
 from conveyor.sqs.errors import (
     BatchRequestTooLong,
+    EmptyValue,
     InvalidParameterValue,
     MissingParameter,
     ReceiptHandleIsInvalid,
@@ -95,6 +96,8 @@ class MessageActions(ServiceBase):
         failed, ready = [], []
         for entry in entries:
             try:  # the protocol layer made sure every entry has its required members
+                if entry["MessageBody"] == "":  # its own code in a batch (errors.py)
+                    raise EmptyValue("The request must contain the parameter MessageBody.")
                 ready.append((entry["Id"], self._new_message(ctx, queue, entry, now_ms)))
             except SqsError as error:
                 failed.append(_failure(entry["Id"], error))
@@ -170,8 +173,10 @@ class MessageActions(ServiceBase):
             raise invalid_value(delay, "DelaySeconds", "The request include parameter that is "
                                 "not valid for this queue type.")
         if not 0 <= delay <= self.limits.max_delay_s:
+            # Worded as AWS answers it, full stop and all (ballerina-platform/module-
+            # ballerinax-aws.sqs, its tests against SQS: testSendMessageWithInvalidDelay).
             raise invalid_value(delay, "DelaySeconds", "DelaySeconds must be >= 0 and <= "
-                                f"{self.limits.max_delay_s}")
+                                f"{self.limits.max_delay_s}.")
         return delay
 
     def _fifo_keys(self, queue: QueueRecord, req: Request,
@@ -369,8 +374,12 @@ class MessageActions(ServiceBase):
         if plan.attribute_names and m.attributes:
             everything = _decode_attributes(m.attributes)
             chosen_attrs = _select_attributes(everything, plan.attribute_names)
+            # Names that match none of a message's attributes: an empty map and no MD5, as
+            # AWS answers in JSON (LocalStack's recording of AWS, 14-11-2023,
+            # test_receive_message_message_attribute_names_filters, "only_non_existing_names");
+            # the Query protocol has nothing to write for it.
+            out["MessageAttributes"] = chosen_attrs
             if chosen_attrs:
-                out["MessageAttributes"] = chosen_attrs
                 out["MD5OfMessageAttributes"] = (
                     m.md5_attributes if len(chosen_attrs) == len(everything)
                     else md5_of_attributes(chosen_attrs))
@@ -386,9 +395,10 @@ class MessageActions(ServiceBase):
         return {}
 
     async def _delete(self, queue: QueueRecord, handles: list[Handle]) -> list[str]:
-        outcomes = await self.store.delete(queue, self._touched(queue, handles),
-                                           rules.delete_in_flight_after_ms(
-                                               queue, self.clock.now_ms()))
+        outcomes = await self.store.delete(
+            queue, self._touched(queue, handles),
+            rules.delete_in_flight_after_ms(queue, self.clock.now_ms()),
+            any_receipt=rules.delete_takes_any_receipt(queue))
         deleted = outcomes.count(OK)  # "gone" too: a delete repeated counts again
         self.counted(queue, DELETED, deleted)
         if queue.fifo and deleted:

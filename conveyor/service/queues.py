@@ -181,8 +181,11 @@ class QueueActions(ServiceBase):
                 raise InvalidParameterValue("Tag keys and values can only contain characters "
                                             "that SQS allows in a message body.")
             if not key or len(key) > self.limits.max_tag_key_chars:
-                raise invalid_value(key, "TagKey", f"Tag keys must be between 1 and "
-                                    f"{self.limits.max_tag_key_chars} characters long.")
+                # AWS's wording (ballerina-platform/module-ballerinax-aws.sqs, its tests
+                # against SQS: testTagQueueWithEmptyTagKey).
+                raise InvalidParameterValue(f"Tag keys must be between 1 and "
+                                            f"{self.limits.max_tag_key_chars} characters in "
+                                            "length.")
             if key.lower().startswith("aws:"):
                 raise invalid_value(key, "TagKey", "Tag keys can't start with aws:.")
             if len(value) > self.limits.max_tag_value_chars:

@@ -137,6 +137,21 @@ def delete_in_flight_after_ms(queue: QueueRecord, now_ms: int) -> int | None:
     return now_ms if queue.fifo else None
 
 
+def delete_takes_any_receipt(queue: QueueRecord) -> bool:
+    """On a standard queue a handle from an earlier receive of a message deletes it too:
+    moto's maintainers checked this against AWS ("Old receipt handles should be kept, as
+    it is possible to change message visibility or delete a message using them. ... All
+    tests have been verified against AWS", getmoto/moto#4655, whose
+    test_delete_message_using_old_receipt_handle deletes with the first of two handles),
+    and LocalStack, held against AWS's recordings, keeps every handle of a message for
+    its delete (localstack-core/localstack/services/sqs/models.py, SqsQueue.remove). The
+    API reference's "the request succeeds, but the message will not be deleted" is not
+    what AWS was seen doing. As for visibility changes (visibility_outcome), a store keeps
+    only the latest receipt, so any handle of a message received in its queue counts.
+    A FIFO queue still wants the latest receipt, in flight (delete_in_flight_after_ms)."""
+    return not queue.fifo
+
+
 # --- FIFO groups -------------------------------------------------------------------------------
 #
 # What recordings of real AWS show (LocalStack's AWS-validated tests test_fifo_receive_message_*

@@ -16,6 +16,7 @@ from conveyor.sqs.errors import (
     InvalidParameterValue,
     MissingParameter,
     TooManyEntriesInBatchRequest,
+    UnsupportedOperation,
     invalid_value,
 )
 from conveyor.sqs.limits import Limits
@@ -137,8 +138,11 @@ def _attribute_value(name: str, value: Mapping[str, Any], limits: Limits, user: 
             f"The type of message ({kind}) attribute '{name}' is invalid. You must use only "
             "the following supported type prefixes: Binary, Number, String.")
     if value.get("StringListValues") or value.get("BinaryListValues"):
-        raise InvalidParameterValue(
-            f"Message ({kind}) attribute '{name}': list values are not supported.")
+        # AWS's code and wording: UnsupportedOperation in yavosh/pail's recording of SQS
+        # (test/diff/testdata/golden/sqs-edge-cases.json, "send-string-list-values"), the
+        # message as boto3 reported it from SQS in a public bug report.
+        raise UnsupportedOperation(
+            "Message attribute list values in SendMessage operation are not supported.")
     if base == "Binary":
         if "StringValue" in value:
             raise InvalidParameterValue(

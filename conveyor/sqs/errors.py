@@ -29,6 +29,17 @@ JavaScript v3, Java v2 and Go v2 report as the error's code (botocore: parsers.p
   `AWS.SimpleQueueService.*` codes) and the move-task recordings
   (tests/aws/services/sqs/test_sqs_move_task.snapshot.json: ResourceNotFoundException, 404).
   The current JSON model dropped those traits; the wire kept them.
+- The current Smithy model carries the Query codes and statuses again (`awsQueryError`
+  traits; read in the AWS SDK for JavaScript v3's generated schema, @aws-sdk/client-sqs
+  3.1175, dist-es/schemas/schemas_0.js, pinned by tests/compat): the same as above, and
+  InvalidAddress and ReceiptHandleIsInvalid 404.
+- Whole JSON answers (status, `__type` with its namespace, x-amzn-query-error) recorded from
+  AWS in yavosh/pail, test/diff/testdata/golden/sqs-*.json: the request layer's errors
+  (InvalidParameterValueException, MissingRequiredParameterException,
+  UnknownOperationException, SerializationException, the signature errors) carry
+  `com.amazon.coral.service#`, SQS's own `com.amazonaws.sqs#`; ReceiptHandleIsInvalid is
+  HTTP 404. The JSON body holds `__type` and `message` only (botocore's own test of SQS's
+  errors, tests/functional/test_sqs.py, stubs exactly that).
 """
 
 from __future__ import annotations
@@ -39,14 +50,20 @@ from typing import NamedTuple
 class Wire(NamedTuple):
     """How one error looks on the wire."""
 
-    json_type: str  # the JSON protocol's `__type` (com.amazonaws.sqs#<json_type>)
+    json_type: str  # the JSON protocol's `__type` name (<json_namespace>#<json_type>)
     query_code: str  # the Query protocol's <Code>, and the code in x-amzn-query-error
     status: int
     sender_fault: bool
+    json_namespace: str = "com.amazonaws.sqs"  # SQS's own shapes
 
 
 _S, _R = True, False  # sender's fault / receiver's (the server's) fault
 _NQ = "AWS.SimpleQueueService."
+# The errors AWS's request layer raises before SQS's code runs (validation, routing,
+# decoding, signatures) carry this namespace in `__type`, not SQS's: recorded from AWS in
+# yavosh/pail, test/diff/testdata/golden/sqs-errors.json and sqs-auth-errors.json
+# ("__type: com.amazon.coral.service#InvalidParameterValueException", ...).
+_CORAL = "com.amazon.coral.service"
 
 # THE table: error class name → its wire facts (sources in the module docstring).
 WIRE: dict[str, Wire] = {
@@ -54,7 +71,7 @@ WIRE: dict[str, Wire] = {
     "BatchEntryIdsNotDistinct":     Wire("BatchEntryIdsNotDistinct", _NQ + "BatchEntryIdsNotDistinct", 400, _S),  # noqa: E501
     "BatchRequestTooLong":          Wire("BatchRequestTooLong", _NQ + "BatchRequestTooLong", 400, _S),  # noqa: E501
     "EmptyBatchRequest":            Wire("EmptyBatchRequest", _NQ + "EmptyBatchRequest", 400, _S),
-    "InvalidAddress":               Wire("InvalidAddress", "InvalidAddress", 400, _S),
+    "InvalidAddress":               Wire("InvalidAddress", "InvalidAddress", 404, _S),
     "InvalidAttributeName":         Wire("InvalidAttributeName", "InvalidAttributeName", 400, _S),
     "InvalidAttributeValue":        Wire("InvalidAttributeValue", "InvalidAttributeValue", 400, _S),
     "InvalidBatchEntryId":          Wire("InvalidBatchEntryId", _NQ + "InvalidBatchEntryId", 400, _S),  # noqa: E501
@@ -65,26 +82,37 @@ WIRE: dict[str, Wire] = {
     "QueueDeletedRecently":         Wire("QueueDeletedRecently", _NQ + "QueueDeletedRecently", 400, _S),  # noqa: E501
     "QueueDoesNotExist":            Wire("QueueDoesNotExist", _NQ + "NonExistentQueue", 400, _S),
     "QueueNameExists":              Wire("QueueNameExists", "QueueAlreadyExists", 400, _S),
-    "ReceiptHandleIsInvalid":       Wire("ReceiptHandleIsInvalid", "ReceiptHandleIsInvalid", 400, _S),  # noqa: E501
+    # 404, as AWS answers a handle it never issued (recording: pail's sqs-visibility.json,
+    # "delete-garbage-handle"; ballerina-platform/module-ballerinax-aws.sqs's tests against
+    # SQS, testDeleteMessageWithInvalidReceiptHandle); the model gives no status.
+    "ReceiptHandleIsInvalid":       Wire("ReceiptHandleIsInvalid", "ReceiptHandleIsInvalid", 404, _S),  # noqa: E501
     "ResourceNotFoundException":    Wire("ResourceNotFoundException", "ResourceNotFoundException", 404, _S),  # noqa: E501
     "TooManyEntriesInBatchRequest": Wire("TooManyEntriesInBatchRequest", _NQ + "TooManyEntriesInBatchRequest", 400, _S),  # noqa: E501
     "UnsupportedOperation":         Wire("UnsupportedOperation", _NQ + "UnsupportedOperation", 400, _S),  # noqa: E501
     # SQS's errors the model leaves out (recorded) ------------------------------------------
-    "InvalidParameterValue":        Wire("InvalidParameterValueException", "InvalidParameterValue", 400, _S),  # noqa: E501
-    "MissingParameter":             Wire("MissingRequiredParameterException", "MissingParameter", 400, _S),  # noqa: E501
+    "InvalidParameterValue":        Wire("InvalidParameterValueException", "InvalidParameterValue", 400, _S, _CORAL),  # noqa: E501
+    "MissingParameter":             Wire("MissingRequiredParameterException", "MissingParameter", 400, _S, _CORAL),  # noqa: E501
+    # A batch entry with an empty body fails with this code alone (the tests of
+    # ballerina-platform/module-ballerinax-aws.sqs against SQS,
+    # testSendMessageBatchPartialFailure: Code "EmptyValue", SenderFault true).
+    "EmptyValue":                   Wire("EmptyValue", "EmptyValue", 400, _S),
     # the protocol's own -------------------------------------------------------------------
     # An X-Amz-Target SQS does not know (JSON), an Action it does not know (Query): the
     # Query wording is LocalStack's AWS-validated test_invalid_action_raises_exception.
-    "InvalidAction":                Wire("UnknownOperationException", "InvalidAction", 400, _S),
+    "InvalidAction":                Wire("UnknownOperationException", "InvalidAction", 400, _S, _CORAL),  # noqa: E501
     # A Query request without an Action: AWS answers 404 and a bare
     # <UnknownOperationException/> (test_get_without_query_returns_unknown_operation).
-    "MissingAction":                Wire("UnknownOperationException", "UnknownOperationException", 404, _S),  # noqa: E501
-    "MalformedRequest":             Wire("SerializationException", "MalformedQueryString", 400, _S),  # noqa: E501
-    "InvalidClientTokenId":         Wire("InvalidClientTokenId", "InvalidClientTokenId", 403, _S),
-    "SignatureDoesNotMatch":        Wire("SignatureDoesNotMatch", "SignatureDoesNotMatch", 403, _S),
-    "MissingAuthenticationToken":   Wire("MissingAuthenticationToken", "MissingAuthenticationToken", 403, _S),  # noqa: E501
-    "IncompleteSignature":          Wire("IncompleteSignature", "IncompleteSignature", 400, _S),
-    "AccessDenied":                 Wire("AccessDenied", "AccessDenied", 403, _S),
+    "MissingAction":                Wire("UnknownOperationException", "UnknownOperationException", 404, _S, _CORAL),  # noqa: E501
+    # A body that cannot be decoded, or is no JSON object: pail's recordings "malformed-json",
+    # "body-array", "body-string" (MalformedInput).
+    "MalformedRequest":             Wire("SerializationException", "MalformedInput", 400, _S, _CORAL),  # noqa: E501
+    # The signature errors' JSON names as recorded (pail's sqs-auth-errors.json); with no
+    # credentials at all AWS answers AccessDenied ("no-credentials").
+    "InvalidClientTokenId":         Wire("UnrecognizedClientException", "InvalidClientTokenId", 403, _S, _CORAL),  # noqa: E501
+    "SignatureDoesNotMatch":        Wire("InvalidSignatureException", "SignatureDoesNotMatch", 403, _S, _CORAL),  # noqa: E501
+    "MissingAuthenticationToken":   Wire("AccessDeniedException", "AccessDenied", 403, _S, _CORAL),  # noqa: E501
+    "IncompleteSignature":          Wire("IncompleteSignatureException", "IncompleteSignature", 400, _S, _CORAL),  # noqa: E501
+    "AccessDenied":                 Wire("AccessDeniedException", "AccessDenied", 403, _S, _CORAL),  # noqa: E501
     "RequestTooLarge":              Wire("RequestEntityTooLarge", "RequestEntityTooLarge", 413, _S),  # noqa: E501
     "InternalError":                Wire("InternalFailure", "InternalError", 500, _R),
     "ServiceUnavailable":           Wire("ServiceUnavailable", "ServiceUnavailable", 503, _R),
@@ -106,6 +134,7 @@ class SqsError(Exception):
     query_code = "InternalError"
     status = 500
     sender_fault = False
+    json_namespace = "com.amazonaws.sqs"
     default_message = ""
     query_message: str | None = None
     action: str | None = None  # set when the request's action was known, for logs and metrics
@@ -115,7 +144,7 @@ class SqsError(Exception):
         wire = WIRE.get(cls.__name__)
         if wire is None:  # every error goes on the wire as the table says, or not at all
             raise TypeError(f"{cls.__name__} has no row in conveyor.sqs.errors.WIRE")
-        cls.code, cls.query_code, cls.status, cls.sender_fault = wire
+        cls.code, cls.query_code, cls.status, cls.sender_fault, cls.json_namespace = wire
 
     def __init__(self, message: str | None = None) -> None:
         self.message = message if message is not None else self.default_message
@@ -135,6 +164,10 @@ class InvalidParameterValue(SqsError):
 
 class MissingParameter(SqsError):
     """A required parameter is missing."""
+
+
+class EmptyValue(SqsError):
+    """A batch entry's MessageBody is empty."""
 
 
 class InvalidAttributeName(SqsError):

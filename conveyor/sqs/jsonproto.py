@@ -31,8 +31,11 @@ def decode(target: str, body: bytes,
     if not action:
         raise InvalidAction(f"Unrecognized operation: {target[:100]}")
     check = shapes.json_checker(action)  # an unknown action before a malformed body
+    request = _load(body)
+    if not isinstance(request, dict):  # AWS: MalformedInput for `[]` or `"x"` (errors.py)
+        raise MalformedRequest("The request body must be a JSON object.")
     try:
-        return action, check(_load(body))
+        return action, check(request)
     except SqsError as error:
         error.action = action
         raise
@@ -52,7 +55,7 @@ def encode(result: dict[str, Any]) -> bytes:
 def encode_error(error: SqsError) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
     """The JSON shape of an error: `__type` the JSON name, `x-amzn-query-error` the Query
     code SDKs report (errors.py says where each comes from)."""
-    body = orjson.dumps({"__type": f"com.amazonaws.sqs#{error.code}",
+    body = orjson.dumps({"__type": f"{error.json_namespace}#{error.code}",
                          "message": error.message_for("json")})
     fault = "Sender" if error.sender_fault else "Receiver"
     headers = [(b"x-amzn-query-error", f"{error.query_code};{fault}".encode())]

@@ -144,9 +144,19 @@ class Claim(Protocol):
 
     async def dead_letter(self, seqs: list[int], dead_letter_queue_id: int, source_arn: str,
                           now_ms: int, systems: list[str | None] | None = None) -> None:
-        """Move these claimed messages to the dead-letter queue as fresh, visible ones
-        (receive count 0, no receipt), remembering where they came from; given `systems`
-        (one for each seq), their system attributes JSON becomes those (why they died)."""
+        """Move these claimed messages to the dead-letter queue, visible and with no
+        receipt, remembering where they came from; given `systems` (one for each seq),
+        their system attributes JSON becomes those (why they died). Each keeps its receive
+        count (less this claim, which delivered nothing) and its first receive:
+        ApproximateReceiveCount is "the number of times a message has been received across
+        all queues but not deleted" (SQS API reference, ReceiveMessage; botocore's model),
+        so a dead letter shows maxReceiveCount + 1 at its first receive there (recorded
+        from AWS in yavosh/pail, test/diff/testdata/golden/sqs-dead-letter.json:
+        maxReceiveCount 1, "ApproximateReceiveCount: 2" from the dead-letter queue; a drill
+        against SQS: maxReceiveCount 5, then "6"; a Lambda event from a dead-letter queue
+        carried the source's ApproximateFirstReceiveTimestamp, 4 ms after its
+        SentTimestamp). The dead-letter queue's own maxReceiveCount counts the same
+        receives."""
 
 
 class Held(Protocol):
@@ -231,10 +241,12 @@ class Store(Protocol):
         holds."""
         ...
     async def delete(self, queue: QueueRecord, handles: list[Handle],
-                     in_flight_after_ms: int | None = None) -> list[str]:
-        """Delete each message whose latest receipt is the handle's (and, given
-        `in_flight_after_ms`, whose visibility lasts past it): OK if it was deleted or is
-        gone, STALE if it is still there."""
+                     in_flight_after_ms: int | None = None, *,
+                     any_receipt: bool = False) -> list[str]:
+        """Delete each message whose latest receipt is the handle's (with `any_receipt`,
+        each message received since it came to this queue, whatever the handle's token;
+        and, given `in_flight_after_ms`, whose visibility lasts past it): OK if it was
+        deleted or is gone, STALE if it is still there."""
         ...
     async def drop(self, queue: QueueRecord, seqs: list[int]) -> list[int]:
         """Delete the queue's messages of these seqs that have no receipt (not received

@@ -151,7 +151,7 @@ class JournaledStore(SqliteStore):
             held.queue_id = record[3]
             held.visible_at = record[4]
             message = held.message
-            message.receive_count, message.first_receive_ms = 0, None
+            message.receive_count -= 1  # the count goes along (base.Claim.dead_letter)
             message.receipt, message.dlq_source_arn = None, record[5]
             if len(record) > 6:
                 message.system = record[6]
@@ -346,10 +346,12 @@ class JournaledStore(SqliteStore):
                       for i, seq in enumerate(seqs)])
 
     async def delete(self, queue: QueueRecord, handles: list[Handle],
-                     in_flight_after_ms: int | None = None) -> list[str]:
+                     in_flight_after_ms: int | None = None, *,
+                     any_receipt: bool = False) -> list[str]:
         held = self._pending.get(queue.id)
         if not held:
-            return await super().delete(queue, handles, in_flight_after_ms)
+            return await super().delete(queue, handles, in_flight_after_ms,
+                                        any_receipt=any_receipt)
         floor = -1 if in_flight_after_ms is None else in_flight_after_ms
         outcomes: list[str] = []
         deleted: list[int] = []
@@ -359,7 +361,9 @@ class JournaledStore(SqliteStore):
             if pending is None:
                 outcomes.append(OK)  # gone; or in SQLite, which decides below
                 elsewhere.append(index)
-            elif pending.message.receipt == handle.token and pending.visible_at > floor:
+            elif pending.visible_at > floor and (
+                    pending.message.receipt == handle.token
+                    or (any_receipt and pending.message.receipt is not None)):
                 outcomes.append(OK)
                 if handle.seq not in deleted:
                     deleted.append(handle.seq)
@@ -369,7 +373,7 @@ class JournaledStore(SqliteStore):
             self._record([["d", queue.id, deleted]])
         if elsewhere:
             answers = await super().delete(queue, [handles[i] for i in elsewhere],
-                                           in_flight_after_ms)
+                                           in_flight_after_ms, any_receipt=any_receipt)
             for index, answer in zip(elsewhere, answers, strict=True):
                 outcomes[index] = answer
         return outcomes

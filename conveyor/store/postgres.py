@@ -285,18 +285,19 @@ _OLDEST = (
     " AND NOT seq = ANY($5::bigint[]) ORDER BY visible_at LIMIT $4 FOR UPDATE SKIP LOCKED"
 )
 # Delete batches, any number of queues': each handle's message if still under its receipt
-# and in flight after the handle's floor.
+# (or any receipt, for a call that says so) and in flight after the handle's floor.
 _DELETE = (
     "DELETE FROM conveyor_messages m USING unnest($1::bigint[], $2::text[], $3::bigint[],"
-    " $4::bigint[]) AS h(seq, receipt, queue_id, floor) WHERE m.seq=h.seq"
-    " AND m.receipt=h.receipt AND m.queue_id=h.queue_id AND m.visible_at>h.floor"
+    " $4::bigint[], $5::bool[]) AS h(seq, receipt, queue_id, floor, any_receipt)"
+    " WHERE m.seq=h.seq AND m.queue_id=h.queue_id AND m.visible_at>h.floor"
+    " AND (m.receipt=h.receipt OR (h.any_receipt AND m.receipt IS NOT NULL))"
     " RETURNING m.seq"
 )
 # Calls that go together in one statement at most (_coalesce.py): bounds its size.
 _COALESCE_MAX = 100
 _DEAD_LETTER = (
-    "UPDATE conveyor_messages m SET queue_id=$1, visible_at=$2, receive_count=0,"
-    " first_receive_ms=NULL, receipt=NULL, dlq_source_arn=$3,"
+    "UPDATE conveyor_messages m SET queue_id=$1, visible_at=$2,"
+    " receive_count=m.receive_count-1, receipt=NULL, dlq_source_arn=$3,"
     " system=CASE WHEN $6 THEN d.system ELSE m.system END"
     " FROM unnest($4::bigint[], $7::text[]) AS d(seq, system)"
     " WHERE m.seq=d.seq AND m.receipt=$5"
@@ -748,13 +749,14 @@ class PostgresStore:
         return seqs
 
     async def delete(self, queue: QueueRecord, handles: list[Handle],
-                     in_flight_after_ms: int | None = None) -> list[str]:
+                     in_flight_after_ms: int | None = None, *,
+                     any_receipt: bool = False) -> list[str]:
         """One statement with other requests' delete batches (_coalesce.py); a second
         only when some handle deleted nothing."""
         if not handles:
             return []
         floor = -1 if in_flight_after_ms is None else in_flight_after_ms
-        deleted = await self._deletes.submit((queue.id, handles, floor))
+        deleted = await self._deletes.submit((queue.id, handles, floor, any_receipt))
         missing = [h.seq for h in handles if h.seq not in deleted]
         if not missing:
             return [OK] * len(handles)
@@ -764,14 +766,15 @@ class PostgresStore:
                 " queue_id=$2", missing, queue.id)}
         return [STALE if h.seq in present else OK for h in handles]
 
-    async def _delete_many(self, calls: list[tuple[int, list[Handle], int]]) -> list[set[int]]:
+    async def _delete_many(self, calls: list[tuple[int, list[Handle], int, bool]]
+                           ) -> list[set[int]]:
         """Delete batches, one statement; to each call the seqs it deleted."""
-        entries = [(h.seq, h.token, queue_id, floor) for queue_id, handles, floor in calls
-                   for h in handles]
+        entries = [(h.seq, h.token, queue_id, floor, any_receipt)
+                   for queue_id, handles, floor, any_receipt in calls for h in handles]
         async with self._conn() as db:
             deleted = {r[0] for r in await db.fetch(
                 _DELETE, *[list(column) for column in zip(*entries, strict=True)])}
-        return [{h.seq for h in handles if h.seq in deleted} for _, handles, _ in calls]
+        return [{h.seq for h in handles if h.seq in deleted} for _, handles, _, _ in calls]
 
     async def drop(self, queue: QueueRecord, seqs: list[int]) -> list[int]:
         async with self._conn() as db:

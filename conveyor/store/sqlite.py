@@ -463,9 +463,10 @@ class SqliteStore:
     def _dead_letter_now(self, db: apsw.Connection, seqs: list[int], dead_letter_queue_id: int,
                          source_arn: str, now_ms: int,
                          systems: list[str | None] | None = None) -> None:
+        # The count (less this claim) and first receive go along (base.Claim.dead_letter).
         db.executemany(
-            "UPDATE messages SET queue_id=?, visible_at=?, receive_count=0,"
-            " first_receive_ms=NULL, receipt=NULL, dlq_source_arn=?,"
+            "UPDATE messages SET queue_id=?, visible_at=?, receive_count=receive_count-1,"
+            " receipt=NULL, dlq_source_arn=?,"
             " system=CASE WHEN ?5 THEN ?6 ELSE system END WHERE seq=?4",
             [(dead_letter_queue_id, now_ms, source_arn, seq, systems is not None,
               systems[i] if systems is not None else None) for i, seq in enumerate(seqs)])
@@ -570,10 +571,12 @@ class SqliteStore:
         return [rows[seq] for seq in seqs]
 
     async def delete(self, queue: QueueRecord, handles: list[Handle],
-                     in_flight_after_ms: int | None = None) -> list[str]:
-        sql = "DELETE FROM messages WHERE seq=? AND queue_id=? AND receipt=? AND visible_at>?"
+                     in_flight_after_ms: int | None = None, *,
+                     any_receipt: bool = False) -> list[str]:
+        sql = ("DELETE FROM messages WHERE seq=? AND queue_id=?"
+               " AND (receipt=? OR (? AND receipt IS NOT NULL)) AND visible_at>?")
         floor = -1 if in_flight_after_ms is None else in_flight_after_ms
-        rows = [(h.seq, queue.id, h.token, floor) for h in handles]
+        rows = [(h.seq, queue.id, h.token, any_receipt, floor) for h in handles]
         async with self._write() as db:
             before = db.total_changes()
             db.executemany(sql, rows)

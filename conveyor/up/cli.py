@@ -20,6 +20,7 @@ import orjson
 from conveyor import logs
 from conveyor._click import HTTP_URL, PORT, OneLineError
 from conveyor.client import SQSClient
+from conveyor.payloads.pointer import EMBEDDED_STORE_PATH
 from conveyor.runtime.loop import install_signal_handlers, run_loop
 from conveyor.up.app_wait import AppNotAnswering, wait_for_app
 from conveyor.up.child_server import ChildServer, ServerStartError
@@ -87,6 +88,8 @@ def up_command(app_url: str | None, app_timeout: float, demo: bool, port: int, d
                   AppURL=app_url or "http://127.0.0.1:1", CreateQueue="false")
     try:
         config = load_config(values, os.environ, config_file)
+        if not config.payload_endpoint_url:  # large payloads: the server's embedded store
+            config = config.replace(payload_endpoint_url=server.url + EMBEDDED_STORE_PATH)
     except ConfigError as exc:
         raise OneLineError(str(exc)) from None
     scale = None
@@ -180,6 +183,8 @@ def _banner(server: ChildServer, queues: WorkerQueues, config: WorkerConfig, dem
     _say("conveyor up: ready", fg="cyan", bold=True)
     _say(f"  queue server      {server.url}  (log: {server.log_path})")
     _say(f"  web console       {server.url}/console")
+    _say(f"  large payloads    {config.payload_endpoint_url}  (S3-compatible; `conveyor "
+         "message send` offloads bodies too large for the queue there)")
     _say(f"  worker queue      {queues.queue_url}")
     _say(f"  dead-letter queue {queues.dead_letter_url}  (after {config.max_retries} receives)")
     _say(f"  app               {config.post_url}{'  (bundled demo app)' if demo else ''}")

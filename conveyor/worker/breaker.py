@@ -59,7 +59,8 @@ SECOND_OPINION_EVERY_S = 60.0
 
 _DOWN = frozenset({"connect-failed", "connect-timeout"})
 _SUSPECT = frozenset({"no-answer", "502", "503", "504"})
-_NEUTRAL = frozenset({"inactivity-timeout"})
+# A payload that could not be fetched from the blob store says nothing about the app.
+_NEUTRAL = frozenset({"inactivity-timeout", "payload-unavailable"})
 
 
 class Verdict(enum.Enum):

@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 
 from conveyor.client import check_http_url
+from conveyor.client.partitions import PartitionedQueue, PartitionError
 from conveyor.worker.options import BY_NAME, OPTIONS, Option
 
 EB_NAMESPACE = "aws:elasticbeanstalk:sqsd"
@@ -55,11 +56,18 @@ class WorkerConfig:
     create_queue: bool = True
     region: str = ""
     endpoint_url: str = ""
+    partitions: int = 0
+    shared_dead_letter: bool = False
     cron_file: str = "cron.yaml"
     cron_lease: str = "server"
     cron_grace_period: int = 300
     cron_lease_ttl: float = 10.0
     cron_signing_key: str = ""
+    payload_endpoint_url: str = ""
+    payload_region: str = ""
+    payload_access_key: str = ""
+    payload_bucket: str = ""
+    delete_payloads: bool = True
 
     @property
     def post_url(self) -> str:
@@ -167,6 +175,11 @@ def validate(config: WorkerConfig, sources: Mapping[str, str] | None = None) -> 
     _check_url("AppURL", config.app_url)
     if config.endpoint_url:
         _check_url("EndpointURL", config.endpoint_url)
+    if config.payload_endpoint_url:
+        _check_url("PayloadEndpointURL", config.payload_endpoint_url)
+    if config.payload_access_key and ":" not in config.payload_access_key:
+        msg = "PayloadAccessKey must be KEY:SECRET"
+        raise ConfigError(msg)
     for name, path in (("HttpPath", config.http_path),
                        ("HealthCheckPath", config.health_check_path or "/")):
         if not path.startswith("/"):
@@ -176,6 +189,12 @@ def validate(config: WorkerConfig, sources: Mapping[str, str] | None = None) -> 
         msg = (f"IdleBackoffMin ({config.idle_backoff_min:g}) must not exceed "
                f"IdleBackoffMax ({config.idle_backoff_max:g})")
         raise ConfigError(msg)
+    if config.partitions:
+        try:
+            PartitionedQueue(config.worker_queue_url, config.partitions)
+        except PartitionError as exc:
+            msg = f"Partitions: {exc}"
+            raise ConfigError(msg) from None
     if config.error_visibility_timeout > config.max_error_visibility_timeout:
         msg = (f"ErrorVisibilityTimeout ({config.error_visibility_timeout}) must not exceed "
                f"MaxErrorVisibilityTimeout ({config.max_error_visibility_timeout})")

@@ -56,6 +56,7 @@ from conveyor.client import (
     queue_name_from_url,
 )
 from conveyor.clock import Clock
+from conveyor.payloads.resolver import PayloadResolver, PayloadUnavailable
 from conveyor.runtime.hooks import TryLater, WorkerHook
 from conveyor.runtime.presence import Presence
 from conveyor.runtime.status import StatusServer
@@ -80,6 +81,13 @@ from conveyor.worker.delivery import Deliverer, Outcome
 from conveyor.worker.flow import IdleControl, OpenPosts, Slots
 from conveyor.worker.groups import GroupQueues
 from conveyor.worker.metrics import WorkerMetrics
+from conveyor.worker.partitions import (
+    PartitionedReceiver,
+    PartitionRouter,
+    Partitions,
+    RoutedBatcher,
+    prepare_partitions,
+)
 from conveyor.worker.queues import WorkerQueues, prepare_worker_queue, send_to_dead_letter
 from conveyor.worker.receiver import Receiver
 
@@ -157,11 +165,17 @@ class Worker:
         self._force = asyncio.Event()
         self.ready = asyncio.Event()
         self._sqs: SQSClient | None = None
-        self._delete: Batcher | None = None
-        self._change: Batcher | None = None
+        self._delete: Batcher | RoutedBatcher | None = None
+        self._change: Batcher | RoutedBatcher | None = None
         self.presence: Presence | None = None
-        self.receiver: Receiver | None = None
+        self.receiver: Receiver | PartitionedReceiver | None = None
+        self.partitions: Partitions | None = None  # with the Partitions option
+        self._router: PartitionRouter | None = None
         self._deliverer = Deliverer(config, self.queue_name)
+        self._payloads = PayloadResolver.from_options(
+            config.payload_endpoint_url, config.payload_region or config.region,
+            config.payload_access_key, config.payload_bucket,
+            delete_after=config.delete_payloads)
         self._batches: BatchPoster | None = None  # BatchSize: several messages per POST
         self._breaker: Breaker[Job] = Breaker(self._rng)
         self._prober: asyncio.Task[None] | None = None
@@ -202,11 +216,15 @@ class Worker:
         config = self.config
         while not self._stopping.is_set():
             try:
-                self.queues = await prepare_worker_queue(
-                    self._sqs, self.queue_url, create=config.create_queue,
-                    max_retries=config.max_retries,
-                    visibility_timeout_s=config.visibility_timeout,
-                    retention_period_s=config.retention_period)
+                if config.partitions:
+                    self.partitions = await prepare_partitions(self._sqs, config)
+                    self.queues = self.partitions.queues[0]
+                else:
+                    self.queues = await prepare_worker_queue(
+                        self._sqs, self.queue_url, create=config.create_queue,
+                        max_retries=config.max_retries,
+                        visibility_timeout_s=config.visibility_timeout,
+                        retention_period_s=config.retention_period)
             except (SQSTransportError, SQSError) as exc:
                 if isinstance(exc, SQSError) and not exc.retryable:
                     raise
@@ -224,28 +242,48 @@ class Worker:
     async def _serve(self) -> None:
         assert self._sqs is not None
         sqs, url = self._sqs, self.queue_url
-        self._delete = Batcher("DeleteMessageBatch", self.queue_name,
-                               lambda entries: sqs.delete_message_batch(url, entries),
-                               give_up_s=max(60, self.config.visibility_timeout))
-        self._change = Batcher(
-            "ChangeMessageVisibilityBatch", self.queue_name,
-            lambda entries: sqs.change_message_visibility_batch(
-                url, [(i, receipt, secs) for i, (receipt, secs) in entries]),
-            give_up_s=max(60, self.config.visibility_timeout))
+        give_up_s = max(60, self.config.visibility_timeout)
+
+        def deleter(queue_url: str) -> Batcher:
+            return Batcher("DeleteMessageBatch", self.queue_name,
+                           lambda entries: sqs.delete_message_batch(queue_url, entries),
+                           give_up_s=give_up_s)
+
+        def changer(queue_url: str) -> Batcher:
+            return Batcher("ChangeMessageVisibilityBatch", self.queue_name,
+                           lambda entries: sqs.change_message_visibility_batch(
+                               queue_url, [(i, receipt, secs) for i, (receipt, secs) in entries]),
+                           give_up_s=give_up_s)
+
+        if self.partitions is not None:  # each entry joins its message's partition's batch
+            self._router = router = PartitionRouter(url, lambda: self._jobs, keep_s=give_up_s)
+            urls = self.partitions.queue.urls
+            self._delete = RoutedBatcher(router, urls, deleter, lambda receipt: receipt)
+            self._change = RoutedBatcher(router, urls, changer, lambda entry: entry[0])
+        else:
+            self._delete, self._change = deleter(url), changer(url)
         self._delete.start()
         self._change.start()
         await self._deliverer.open()
         if self.config.batch_size:
+            source = self.config.worker_queue_url if self.partitions else url  # logical queue
             self._batches = BatchPoster(self._deliverer, self.queue_name,
-                                        QueueIdentity.from_url(url, sqs.region), fifo=self._fifo)
+                                        QueueIdentity.from_url(source, sqs.region),
+                                        fifo=self._fifo)
         for hook in self.hooks:
             await hook.start(sqs, url)
         self.presence = Presence(sqs, self.queue_name, self._announced_status,
                                  on_drain=self.stop)
-        self.receiver = Receiver(sqs, url, wait_s=self.config.poll_wait_time,
-                                 extended_wait_s=self.config.extended_poll_wait_time,
-                                 visibility_timeout_s=self.config.visibility_timeout,
-                                 presence=self.presence)
+        if self._router is not None and self.partitions is not None:
+            self.receiver = PartitionedReceiver(
+                sqs, self.partitions.queue.urls, self._router,
+                wait_s=self.config.poll_wait_time,
+                visibility_timeout_s=self.config.visibility_timeout)
+        else:
+            self.receiver = Receiver(sqs, url, wait_s=self.config.poll_wait_time,
+                                     extended_wait_s=self.config.extended_poll_wait_time,
+                                     visibility_timeout_s=self.config.visibility_timeout,
+                                     presence=self.presence)
         dispatchers = [asyncio.create_task(self._dispatch_loop(), name=f"dispatch-{i}")
                        for i in range(self.config.http_connections)]
         pollers = [asyncio.create_task(self._poll_loop(first=i == 0), name=f"poll-{i}")
@@ -302,6 +340,7 @@ class Worker:
             await hook.close()
         assert self._delete is not None and self._change is not None
         await asyncio.gather(self._delete.close(10.0), self._change.close(10.0))
+        await self._payloads.close()
         if self.presence is not None:
             await self.presence.stop()
         log.info("worker stopped: queue=%s", self.queue_name)
@@ -465,20 +504,29 @@ class Worker:
         for job in batch:
             job.started_s = started
             self.metrics.waited(started - job.accepted_s)
-        self.metrics.in_flight(1)
-        posted = self._open.posting()
-        status = "cancelled"
-        try:
-            outcomes = await self._batches.post([job.message for job in batch])
-            status = next((outcome.status for outcome in outcomes if outcome is not None), status)
+        try:  # offloaded bodies first, before the app's time is measured
+            outcomes, ready = await self._with_bodies(batch)
         except asyncio.CancelledError:
             for job in batch:
                 self._release(job)
             raise
-        finally:
-            self.metrics.in_flight(-1)
-            self._open.posted(posted, status)
-            self.metrics.concurrency_limit(self._open.limit.current, self._open.limit.cuts)
+        if ready:
+            self.metrics.in_flight(1)
+            posted = self._open.posting()
+            status = "cancelled"
+            try:
+                sent = await self._batches.post(list(ready.values()))
+                status = next((outcome.status for outcome in sent if outcome is not None), status)
+            except asyncio.CancelledError:
+                for job in batch:
+                    self._release(job)
+                raise
+            finally:
+                self.metrics.in_flight(-1)
+                self._open.posted(posted, status)
+                self.metrics.concurrency_limit(self._open.limit.current, self._open.limit.cuts)
+            for i, outcome in zip(ready, sent, strict=True):
+                outcomes[i] = outcome
         self.metrics.batch_posted(outcomes)
         for job, outcome in zip(batch, outcomes, strict=True):
             if outcome is None:  # unprocessed: waits behind its group's failure, uncounted
@@ -490,18 +538,47 @@ class Worker:
             if outcome is not None:
                 await self._settle(job, outcome)
 
+    async def _with_bodies(self, batch: list[Job]
+                           ) -> tuple[list[Outcome | None], dict[int, Message]]:
+        """Fetch the batch's offloaded bodies: the messages to POST (by position, with their
+        bodies), and the outcomes so far: a message whose body is unavailable fails alone
+        (FIFO: its group's later ones wait, None)."""
+        resolved = await self._payloads.resolve_each([job.message for job in batch])
+        outcomes: list[Outcome | None] = [None] * len(batch)
+        stopped: set[str] = set()
+        ready: dict[int, Message] = {}
+        for i, (job, found) in enumerate(zip(batch, resolved, strict=True)):
+            if job.group is not None and job.group in stopped:
+                continue
+            if isinstance(found, PayloadUnavailable):
+                outcomes[i] = Outcome(False, "payload-unavailable", 0.0, detail=str(found))
+                if job.group is not None:
+                    stopped.add(job.group)
+            else:
+                ready[i] = found
+        return outcomes, ready
+
     async def _post(self, job: Job) -> Outcome:
         """POST the message to the app (job.started_s says since when), within the
-        concurrency limit (adaptive.py)."""
+        concurrency limit (adaptive.py); an offloaded body is fetched first, so the app
+        gets it and never the pointer."""
+        job.started_s = fetched_s = time.monotonic()
+        try:
+            message = await self._payloads.resolve(job.message)
+        except PayloadUnavailable as exc:
+            return Outcome(False, "payload-unavailable", time.monotonic() - fetched_s,
+                           detail=str(exc))
+        except asyncio.CancelledError:
+            self._release(job)
+            raise
         started = self._open.posting()
-        job.started_s = time.monotonic()
         self.metrics.in_flight(1)
         status = "cancelled"
         try:
-            if self._batches is None or self._deliverer.goes_alone(job.message):
-                outcome = await self._deliverer.deliver(job.message)
+            if self._batches is None or self._deliverer.goes_alone(message):
+                outcome = await self._deliverer.deliver(message)
             else:
-                outcome = await self._batches.post_one(job.message)  # a probe: a batch of one
+                outcome = await self._batches.post_one(message)  # a probe: a batch of one
             status = outcome.status
             return outcome
         except asyncio.CancelledError:
@@ -526,7 +603,7 @@ class Worker:
 
     def _done(self, job: Job, outcome: Outcome) -> None:
         message = job.message
-        self._submit_delete(message)
+        self._delete_for_good(message)
         self._finish(job)
         self.metrics.succeeded(outcome.elapsed_s)
         if log.isEnabledFor(logging.DEBUG):
@@ -568,12 +645,12 @@ class Worker:
         """RetentionPeriod is over: delete the message unposted (as Elastic Beanstalk does),
         or with ExpiredToDeadLetter move it to the dead-letter queue."""
         message = job.message
-        assert self.queues is not None
-        if self.config.expired_to_dead_letter and self.queues.dead_letter_url is not None:
+        if (self.config.expired_to_dead_letter
+                and self._queues_of(message).dead_letter_url is not None):
             if await self._to_dead_letter(job, f"RetentionPeriod, age {age_s:.0f}s"):
                 self.metrics.expired()
             return
-        self._submit_delete(message)
+        self._delete_for_good(message)
         self._finish(job)
         self.metrics.expired()
         log.info("message expired, deleted unposted: queue=%s message=%s age=%.0fs "
@@ -626,10 +703,17 @@ class Worker:
         return (job.group is not None and self._groups.behind(job.group) > 0
                 and not self._stopping.is_set())
 
-    def _submit_delete(self, message: Message) -> None:
+    def _delete_for_good(self, message: Message) -> None:
+        """Delete a message no copy of which lives on (done, or expired): its stored body
+        goes too, once the delete succeeded. A dead-letter copy keeps its body."""
+        deleted = self._submit_delete(message)
+        deleted.add_done_callback(lambda f: self._payloads.after_delete(message, f.result()))
+
+    def _submit_delete(self, message: Message) -> asyncio.Future[str | None]:
         assert self._delete is not None
         future = self._delete.submit(message.message_id, message.receipt_handle)
         future.add_done_callback(lambda f: self._deleted(message, f.result()))
+        return future
 
     def _deleted(self, message: Message, refusal: str | None) -> None:
         if refusal is not None:
@@ -642,10 +726,9 @@ class Worker:
         next receive would exceed maxReceiveCount, moves it to the dead-letter queue) -
         unless later messages of its FIFO group wait here behind it (see the module's
         docstring): then it is tried again, or dead-lettered, here."""
-        assert self.queues is not None
         message, config = job.message, self.config
         count = message.receive_count
-        limit = self.queues.max_receive_count
+        limit = self._queues_of(message).max_receive_count
         final = limit is not None and count >= limit
         if final:
             seconds = 0
@@ -702,8 +785,9 @@ class Worker:
     async def _to_dead_letter(self, job: Job, reason: str) -> bool:
         """Copy a message into the dead-letter queue, then delete it; True when done.
         If the copy fails, the message is tried again later: nothing disappears."""
-        assert self._sqs is not None and self.queues is not None
-        message, dead_letter_url = job.message, self.queues.dead_letter_url
+        assert self._sqs is not None
+        message = job.message
+        dead_letter_url = self._queues_of(message).dead_letter_url
         assert dead_letter_url is not None
         try:
             copy_id = await send_to_dead_letter(self._sqs, dead_letter_url, message)
@@ -720,6 +804,13 @@ class Worker:
                     copy_id, extra=self._fields(message, outcome="dead-lettered",
                                                 dead_letter_message_id=copy_id))
         return True
+
+    def _queues_of(self, message: Message) -> WorkerQueues:
+        """The queue a message came from, with its dead-letter queue: its partition's."""
+        assert self.queues is not None
+        if self.partitions is None or self._router is None:
+            return self.queues
+        return self.partitions.of(self._router.url_of(message.receipt_handle))
 
     def _release(self, job: Job) -> None:
         """Hand a message back at once (visibility 0) so another worker can take it."""

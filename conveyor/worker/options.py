@@ -122,6 +122,18 @@ CONVEYOR_OPTIONS = (
            "SQS endpoint (default: the queue URL's scheme://host:port)."),
 )
 
+# A logical queue over several SQS queues (client/partitions.py, worker/partitions.py).
+PARTITION_OPTIONS = (
+    Option("Partitions", "partitions", int, 0,
+           "Read WorkerQueueURL's logical queue as this many partition queues NAME-p0 ... "
+           "(NAME-p0.fifo ... for FIFO), in turn, with plain ReceiveMessage calls; idle, "
+           "one long poll of PollWaitTime at a time turns over them (a message may wait "
+           "up to Partitions x PollWaitTime); 0 = one plain queue.", 0, 64),
+    Option("SharedDeadLetter", "shared_dead_letter", bool, False,
+           "With Partitions: one dead-letter queue NAME-dead-letter for every partition "
+           "instead of one per partition (NAME-p0-dead-letter ...)."),
+)
+
 # Periodic tasks (conveyor/cron): EB reads cron.yaml from the source bundle; here it is a path.
 CRON_OPTIONS = (
     Option("CronFile", "cron_file", str, "cron.yaml",
@@ -141,5 +153,25 @@ CRON_OPTIONS = (
            "unposted ('' = unsigned; jobs are then checked against cron.yaml)."),
 )
 
-OPTIONS = EB_OPTIONS + CONVEYOR_OPTIONS + CRON_OPTIONS
+# Large payloads (conveyor/payloads): messages the Amazon SQS Extended Client, `conveyor
+# message send` or conveyor.payloads.Offloader stored in an S3-compatible blob store.
+PAYLOAD_OPTIONS = (
+    Option("PayloadEndpointURL", "payload_endpoint_url", str, "",
+           "S3-compatible endpoint of the blob store that offloaded bodies live in, e.g. a "
+           "Conveyor server's embedded one, http://127.0.0.1:9324/_conveyor/s3 ('' = Amazon "
+           "S3, or AWS_ENDPOINT_URL_S3)."),
+    Option("PayloadRegion", "payload_region", str, "",
+           "Region of the blob store ('' = Region, else us-east-1)."),
+    Option("PayloadAccessKey", "payload_access_key", str, "",
+           "KEY:SECRET for the blob store ('' = the usual AWS credential chain)."),
+    Option("PayloadBucket", "payload_bucket", str, "",
+           "The only bucket pointers may name; others fail their message ('' = any bucket "
+           "the credentials reach)."),
+    Option("DeletePayloads", "delete_payloads", bool, True,
+           "Delete a message's stored body once the app answered 200 and the message is "
+           "deleted, or RetentionPeriod deleted it unposted (the Extended Client's "
+           "cleanupS3Payload default); a dead-lettered message keeps it."),
+)
+
+OPTIONS = EB_OPTIONS + CONVEYOR_OPTIONS + PARTITION_OPTIONS + PAYLOAD_OPTIONS + CRON_OPTIONS
 BY_NAME = {option.name: option for option in OPTIONS}

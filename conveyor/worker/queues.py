@@ -35,11 +35,12 @@ def dead_letter_name(queue_name: str) -> str:
 
 
 async def create_worker_queues(sqs: SQSClient, name: str, *, max_retries: int,
-                               visibility_timeout_s: int,
-                               retention_period_s: int) -> WorkerQueues:
-    """Create (or reuse) `name` and its dead-letter queue with maxReceiveCount = MaxRetries."""
+                               visibility_timeout_s: int, retention_period_s: int,
+                               dead_letter: str | None = None) -> WorkerQueues:
+    """Create (or reuse) `name` and its dead-letter queue with maxReceiveCount = MaxRetries;
+    the dead-letter queue is `dead_letter` when given (one shared by several queues)."""
     fifo = {"FifoQueue": "true"} if name.endswith(".fifo") else {}
-    dlq_url = await sqs.create_queue(dead_letter_name(name),
+    dlq_url = await sqs.create_queue(dead_letter or dead_letter_name(name),
                                      {"MessageRetentionPeriod": str(DLQ_RETENTION_S), **fifo})
     dlq_arn = (await sqs.get_queue_attributes(dlq_url, ["QueueArn"]))["QueueArn"]
     redrive = orjson.dumps({"deadLetterTargetArn": dlq_arn,
@@ -84,7 +85,8 @@ def _url_for_arn(queue_url: str, arn: str) -> str | None:
 
 async def prepare_worker_queue(sqs: SQSClient, queue_url: str, *, create: bool,
                                max_retries: int, visibility_timeout_s: int,
-                               retention_period_s: int) -> WorkerQueues:
+                               retention_period_s: int,
+                               dead_letter: str | None = None) -> WorkerQueues:
     """Check the configured queue; create it and its DLQ when missing and `create` is set."""
     try:
         return await inspect_worker_queue(sqs, queue_url, max_retries)
@@ -94,7 +96,8 @@ async def prepare_worker_queue(sqs: SQSClient, queue_url: str, *, create: bool,
     name = queue_name_from_url(queue_url)
     queues = await create_worker_queues(sqs, name, max_retries=max_retries,
                                         visibility_timeout_s=visibility_timeout_s,
-                                        retention_period_s=retention_period_s)
+                                        retention_period_s=retention_period_s,
+                                        dead_letter=dead_letter)
     log.warning("queue %s did not exist: created it with dead-letter queue %s "
                 "(maxReceiveCount=%d)", name, queues.dead_letter_url, max_retries)
     if queues.queue_url != queue_url:

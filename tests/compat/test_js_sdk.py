@@ -8,12 +8,14 @@ Needs Node.js and npm: without them the tests are skipped, and in CI (CI=true) t
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from conveyor.sqs.errors import WIRE
 from tests.server.helpers import unique
 from tests.support import ServerProcess
 
@@ -42,3 +44,18 @@ def test_javascript_sdk_round_trip(node: str, server: ServerProcess, script: str
     assert done.returncode == 0, done.stdout + done.stderr
     assert all(line.startswith("ok ") for line in checks), done.stdout
     assert checks[-1] == "ok PurgeQueue and DeleteQueue", "the script stopped early"
+
+
+def test_error_table_matches_the_current_model(node: str) -> None:
+    """Every error the current SQS model gives a Query code and status (its awsQueryError
+    traits, generated into the JS SDK v3's schema) goes on the wire with that code and
+    status: conveyor/sqs/errors.py's table, checked against AWS's own model."""
+    schema = (JS_DIR / "node_modules" / "@aws-sdk" / "client-sqs" / "dist-es" / "schemas"
+              / "schemas_0.js").read_text()
+    modelled = {name: (code, int(status)) for name, code, status in re.findall(
+        r"export var (\w+)\$ = \[-3, n0, \w+,\s*\{ \[_aQE\]: \[`([^`]+)`, (\d+)\]", schema)}
+    assert len(modelled) >= 20, "the schema's layout changed: read it again"
+    ours = {name: (wire.query_code, wire.status) for name, wire in WIRE.items()
+            if name in modelled}
+    assert len(ours) >= 15
+    assert ours == {name: modelled[name] for name in ours}

@@ -60,6 +60,13 @@ def require_module(name: str):
                     allow_module_level=True)
 
 
+def missing(what: str) -> None:
+    """A container tool is absent: skip locally, fail in CI (which sets it up)."""
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{what} (CI runs .ci/container-setup first: the container test must run)")
+    pytest.skip(f"{what}; run .ci/container-setup (root, Debian) to set it up")
+
+
 def _run(cmd: list[str], cwd: Path, timeout_s: float) -> None:
     done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout_s,
                           check=False)

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.packaging.conftest import ROOT, SampleApp, require_module
+from tests.packaging.conftest import ROOT, SampleApp, missing, require_module
 from tests.support import free_port, sqs_client, wait_http
 
 pytestmark = [pytest.mark.packaging, pytest.mark.container]
@@ -33,12 +33,6 @@ pytestmark = [pytest.mark.packaging, pytest.mark.container]
 BASE = os.environ.get("CONVEYOR_CONTAINER_BASE", "localhost/conveyor-base:bookworm")
 IMAGE = "localhost/conveyor-sqs:test"
 BUILD_TIMEOUT_S = 600  # a cold build downloads every dependency; a warm one takes seconds
-
-
-def _missing(what: str) -> None:
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"{what} (CI runs .ci/container-setup first: the container test must run)")
-    pytest.skip(f"{what}; run .ci/container-setup (root, Debian) to set it up")
 
 
 class Podman:
@@ -107,11 +101,11 @@ def _ca_bundle() -> str | None:
 def podman(tmp_path_factory) -> Iterator[Podman]:
     for tool in ("podman", "runc"):
         if not shutil.which(tool):
-            _missing(f"{tool} is not installed")
+            missing(f"{tool} is not installed")
     tool = Podman(_containers_conf(tmp_path_factory.mktemp("podman") / "containers.conf"))
     tool.volumes_before = set(tool("volume", "ls", "-q").stdout.split())
     if tool("image", "exists", BASE, check=False).returncode:
-        _missing(f"the base image {BASE} is not there")
+        missing(f"the base image {BASE} is not there")
     ca = _ca_bundle()
     secret = ["--secret", f"id=ca,src={ca}"] if ca else []
     tool("build", "--format", "docker", "--build-arg", f"BASE={BASE}", *secret, "-t", IMAGE,

@@ -106,6 +106,37 @@ def test_missing_parameter_json_and_query(raw: RawClient, make_queue: QueueFacto
                                   "The request must contain the parameter MessageGroupId.")
 
 
+def test_json_error_document_has_only_type_and_message(raw: RawClient) -> None:
+    """A JSON error's body is `__type` and `message` and nothing else, its Query code and
+    fault in the x-amzn-query-error header: the exact error botocore's own functional test
+    stubs as SQS's answer to a DeleteQueue of an unknown queue (boto/botocore,
+    tests/functional/test_sqs.py, test_query_compatible_error_parsing)."""
+    resp = raw.json_call("DeleteQueue", {"QueueUrl": f"http://x/{ACCOUNT_ID}/{unique()}"})
+    assert resp.status == 400
+    assert resp.json() == {"__type": "com.amazonaws.sqs#QueueDoesNotExist",
+                           "message": "The specified queue does not exist."}
+    assert resp.header("x-amzn-query-error") == "AWS.SimpleQueueService.NonExistentQueue;Sender"
+
+
+def test_receive_matching_no_attribute_in_query(raw: RawClient, make_queue: QueueFactory) -> None:
+    """MessageAttributeNames matching none of a message's attributes, in the Query
+    protocol: no MessageAttribute and no MD5OfMessageAttributes (an empty map has no XML
+    form; the 06-07-2023 recording of test_receive_message_message_attribute_names_filters,
+    made with the Query protocol, has neither in "only_non_existing_names")."""
+    url = make_queue()
+    raw.query({"Action": "SendMessage", "QueueUrl": url, "MessageBody": "msg",
+               "MessageAttribute.1.Name": "Hello",
+               "MessageAttribute.1.Value.DataType": "String",
+               "MessageAttribute.1.Value.StringValue": "There"})
+    resp = raw.query({"Action": "ReceiveMessage", "QueueUrl": url, "WaitTimeSeconds": "1",
+                      "MessageAttributeName.1": "Foo"})
+    assert resp.status == 200
+    message = strip_ns(resp.xml()).find("ReceiveMessageResult/Message")
+    assert message is not None and message.findtext("Body") == "msg"
+    assert message.find("MessageAttribute") is None
+    assert message.find("MD5OfMessageAttributes") is None
+
+
 def test_boto3_reports_the_query_codes(sqs: Any, make_queue: QueueFactory) -> None:
     """boto3 (awsQueryCompatible) reports the x-amzn-query-error code as Error.Code and the
     `__type` name as Error.QueryErrorCode, exactly as in AWS's recordings
@@ -402,7 +433,9 @@ def test_actions_that_cannot_be_granted(sqs: Any, make_queue: QueueFactory) -> N
 
 def test_message_attribute_names_filters(sqs: Any, make_queue: QueueFactory) -> None:
     """MessageAttributeNames as AWS filters, with the MD5 of what is returned (recording,
-    test_receive_message_message_attribute_names_filters: the MD5s are AWS's)."""
+    test_receive_message_message_attribute_names_filters: the MD5s are AWS's). Names that
+    match none of the message's attributes give an empty map and no MD5 in JSON
+    ("only_non_existing_names": `"MessageAttributes": {}`)."""
     url = make_queue(VisibilityTimeout=0)
     sqs.send_message(QueueUrl=url, MessageBody="msg", MessageAttributes={
         "Help.Me": {"DataType": "String", "StringValue": "Me"},
@@ -418,8 +451,10 @@ def test_message_attribute_names_filters(sqs: Any, make_queue: QueueFactory) -> 
     for names, (expected, md5) in cases.items():
         [message] = sqs.receive_message(QueueUrl=url, MessageAttributeNames=list(names),
                                         WaitTimeSeconds=1)["Messages"]
-        assert set(message.get("MessageAttributes", {})) == expected, names
+        assert set(message["MessageAttributes"]) == expected, names
         assert message.get("MD5OfMessageAttributes") == md5, names
+    [bare] = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=1)["Messages"]
+    assert "MessageAttributes" not in bare  # none asked for ("empty_filter")
 
 
 def test_non_ascii_attribute_names(sqs: Any, make_queue: QueueFactory) -> None:
@@ -630,3 +665,26 @@ def test_query_error_shape_has_type(raw: RawClient) -> None:
     """<Type>Sender</Type> in a Query error (validated: test_invalid_action_raises_exception)."""
     root = strip_ns(raw.query({"Action": "FooBar"}).xml())
     assert root.findtext("Error/Type") == "Sender"
+
+
+@pytest.mark.parametrize(("params", "expected"), [
+    # LocalStack's AWS-validated TestMissingParameter.test_sqs_create_queue
+    ({"Action": "CreateQueue", "FooBar": "baz"},
+     (400, "Sender", "InvalidParameterValue",
+      "Value for parameter QueueName is invalid. Reason: Must specify a queue name.")),
+    # LocalStack's AWS-validated TestMissingParameter.test_sqs_send_message
+    ({"Action": "SetQueueAttributes", "Version": "2012-11-05", "QueueUrl": "{url}"},
+     (400, "Sender", "MissingParameter",
+      "The request must contain the parameter Attribute.Name.")),
+    # yavosh/pail's recording (JSON) of "delete-garbage-handle": the same status and code
+    # in Query (the wording is not recorded)
+    ({"Action": "DeleteMessage", "QueueUrl": "{url}", "ReceiptHandle": "garbage"},
+     (404, "Sender", "ReceiptHandleIsInvalid", None)),
+], ids=["create-without-name", "set-without-attributes", "garbage-handle"])
+def test_query_errors_as_validated(raw: RawClient, make_queue: QueueFactory,
+                                   params: dict[str, str], expected: tuple) -> None:
+    """Query-protocol errors as AWS answers them (the sources beside each case)."""
+    url = make_queue()
+    resp = raw.query({k: v.replace("{url}", url) for k, v in params.items()})
+    status, fault, code, message = _query_error(resp)
+    assert (status, fault, code, message if expected[3] else None) == expected

@@ -151,9 +151,10 @@ def test_receive_visibility_override_makes_message_reappear(sqs: Any,
 
 def test_handles_of_a_batch_receive_name_their_message_and_that_receive(
         sqs: Any, make_queue: QueueFactory) -> None:
-    """One receive of several messages: each handle deletes only its own message, and a
-    later receive of the same messages makes every handle of the earlier one stale (on a
-    standard queue a stale delete succeeds but deletes nothing, as in SQS)."""
+    """One receive of several messages: each handle deletes only its own message, also a
+    handle from an earlier receive of it (on a standard queue an earlier handle deletes,
+    getmoto/moto#4655, verified against AWS; rules.delete_takes_any_receipt), and a
+    delete repeated with another handle of a deleted message succeeds."""
     url = make_queue()
     sqs.send_message_batch(QueueUrl=url, Entries=[
         {"Id": str(i), "MessageBody": f"m{i}"} for i in range(3)])
@@ -162,11 +163,14 @@ def test_handles_of_a_batch_receive_name_their_message_and_that_receive(
     later = wait_for(lambda: _all_three(sqs, url, VisibilityTimeout=300), timeout_s=10,
                      what="the same three again")
     assert {m["MessageId"] for m in later} == {m["MessageId"] for m in earlier}
-    for message in earlier:
-        sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
-    assert counts(sqs, url) == (0, 3, 0)
-    sqs.delete_message(QueueUrl=url, ReceiptHandle=later[0]["ReceiptHandle"])
+    later_of = {m["MessageId"]: m for m in later}
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=earlier[0]["ReceiptHandle"])
     assert counts(sqs, url) == (0, 2, 0)
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=later_of[earlier[0]["MessageId"]][
+        "ReceiptHandle"])
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=later_of[earlier[1]["MessageId"]][
+        "ReceiptHandle"])
+    assert counts(sqs, url) == (0, 1, 0)
 
 
 def _all_three(sqs: Any, url: str, **kwargs: Any) -> list[dict] | None:

@@ -62,14 +62,16 @@ def test_json_error_shape(raw: RawClient) -> None:
 
 
 def test_json_error_codes_without_a_shape(raw: RawClient, make_queue: QueueFactory) -> None:
-    """The errors the model declares no shape for carry AWS's ...Exception names in JSON
-    and their Query code in x-amzn-query-error (LocalStack's recording of AWS,
-    tests/aws/services/sqs/test_sqs.snapshot.json, test_send_receive_max_number_of_messages,
-    14-11-2023: Code InvalidParameterValue, QueryErrorCode InvalidParameterValueException)."""
+    """The errors the model declares no shape for carry AWS's ...Exception names in JSON,
+    in the namespace of AWS's request layer, and their Query code in x-amzn-query-error
+    (LocalStack's recording of AWS, tests/aws/services/sqs/test_sqs.snapshot.json,
+    test_send_receive_max_number_of_messages, 14-11-2023: Code InvalidParameterValue,
+    QueryErrorCode InvalidParameterValueException; the whole `__type` as recorded in
+    yavosh/pail, test/diff/testdata/golden/sqs-errors.json, "receive-max-11")."""
     url = make_queue()
     resp = raw.json_call("ReceiveMessage", {"QueueUrl": url, "MaxNumberOfMessages": 11})
     body = assert_json_error(resp, "InvalidParameterValue")
-    assert body == {"__type": "com.amazonaws.sqs#InvalidParameterValueException",
+    assert body == {"__type": "com.amazon.coral.service#InvalidParameterValueException",
                     "message": "Value 11 for parameter MaxNumberOfMessages is invalid. "
                                "Reason: Must be between 1 and 10, if provided."}
     assert resp.header("x-amzn-query-error") == "InvalidParameterValue;Sender"
@@ -162,15 +164,19 @@ def test_wrong_batch_shapes_change_nothing(raw: RawClient, sqs: Any, make_queue:
 
 
 def test_missing_required_parameters(raw: RawClient, make_queue: QueueFactory) -> None:
+    """A missing QueueName is an invalid value and a missing QueueUrl names no queue, as
+    AWS answers (LocalStack's AWS-validated TestMissingParameter.test_sqs_create_queue;
+    yavosh/pail's recordings of AWS, test/diff/testdata/golden/sqs-errors.json,
+    "get-queue-url-missing-name", and sqs-edge-cases.json, "send-missing-queue-url")."""
     url = make_queue()
     assert_json_error(raw.json_call("SendMessage", {"QueueUrl": url}), "MissingParameter")
-    assert_json_error(raw.json_call("CreateQueue", {}), "MissingParameter")
+    assert_json_error(raw.json_call("CreateQueue", {}), "InvalidParameterValue")
     assert_json_error(raw.json_call("DeleteMessage", {"QueueUrl": url}), "MissingParameter")
     assert_json_error(raw.json_call("ChangeMessageVisibility",
                                     {"QueueUrl": url, "ReceiptHandle": "x"}),
                       "MissingParameter")
     assert_json_error(raw.json_call("SendMessage", {"MessageBody": "x"}),
-                      {"MissingParameter", "InvalidAddress"})
+                      "AWS.SimpleQueueService.NonExistentQueue")
 
 
 def test_missing_target(raw: RawClient) -> None:

@@ -107,7 +107,8 @@ class RecordingApp:
         self.url = ""
 
     async def start(self, port: int = 0) -> RecordingApp:
-        app = web.Application()
+        # Large enough for claim-checked bodies (aiohttp refuses more than 1 MiB by default).
+        app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_route("*", "/{tail:.*}", self._handle)
         self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True,
                                      shutdown_timeout=0.5)

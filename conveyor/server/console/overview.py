@@ -14,6 +14,7 @@ from urllib.parse import urlencode
 from conveyor.server.console import charts, parts
 from conveyor.server.console.calls import Done
 from conveyor.server.console.frame import PREFIX, render
+from conveyor.server.console.partitions import partitions_section
 from conveyor.server.console.visit import Visit
 from conveyor.server.console.workers import workers_section
 from conveyor.server.http import Response
@@ -47,6 +48,7 @@ class Overview:
                 self._table(v, rows, counts, histories, sources, holding) if rows
                 else _empty(v, wanted),
                 "</section>",
+                await partitions_section(self.service, everything),
                 await workers_section(self.service, v),
                 f'<section id="recent" data-live>{_recent(v, recent, self.service)}</section>']
         return render(200, "Queues", "\n".join(body), refresh=True, who=v.who,
