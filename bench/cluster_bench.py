@@ -294,8 +294,21 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                              "report the median (default %(default)s)")
     parser.add_argument("--conveyor-arg", action="append", default=[], metavar="ARG",
                         help="extra argument for every `conveyor server` (repeatable)")
+    parser.add_argument("--configs", type=_configs, default=CONFIGS, metavar="STORE:NODES,...",
+                        help="configurations to measure, e.g. sqlite:1,postgresql:1 "
+                             "(default: all four)")
     parser.add_argument("--out", type=Path, default=RESULTS_DIR, help="where results go")
     return parser.parse_args(argv)
+
+
+def _configs(text: str) -> list[tuple[str, int]]:
+    configs = []
+    for item in text.split(","):
+        store, _, count = item.partition(":")
+        if store not in ("sqlite", "postgresql") or not count.isdigit() or int(count) < 1:
+            raise argparse.ArgumentTypeError(f"{item!r}: expected sqlite:N or postgresql:N")
+        configs.append((store, int(count)))
+    return configs
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -306,9 +319,9 @@ def main(argv: list[str] | None = None) -> int:
     machine = machine_info()
     stamp = time.strftime("%Y%m%d-%H%M%S")
     log_dir = args.out / "logs" / f"cluster-{stamp}"
-    rounds: dict[str, list[dict[str, Any]]] = {config_name(*c): [] for c in CONFIGS}
+    rounds: dict[str, list[dict[str, Any]]] = {config_name(*c): [] for c in args.configs}
     for _ in range(args.rounds):
-        for store, count in CONFIGS:
+        for store, count in args.configs:
             rounds[config_name(store, count)].append(
                 measure(store, count, settings, args.warmup, log_dir, args.conveyor_arg))
     machine["loadavg_after"] = " ".join(Path("/proc/loadavg").read_text().split()[:3])

@@ -225,7 +225,8 @@ def start(name: str, log_dir: Path, extra_args: list[str] | None = None,
     launch = LAUNCHERS[name](port, extra_args or [])
     if src is not None:  # `python -m` puts the working directory first on sys.path
         launch.cwd = src
-        env = {**(env or {}), "PYTHONPATH": str(src)}
+        paths = [str(src), *([env["PYTHONPATH"]] if env and "PYTHONPATH" in env else [])]
+        env = {**(env or {}), "PYTHONPATH": os.pathsep.join(paths)}
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"{label or name}.log"
     with open(log_path, "wb") as log:

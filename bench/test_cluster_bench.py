@@ -5,7 +5,10 @@
 
 from __future__ import annotations
 
-from cluster_bench import CLIENT_BACKEND, cpu_delta, derived
+import argparse
+
+import pytest
+from cluster_bench import CLIENT_BACKEND, _configs, cpu_delta, derived
 from pipeline import PipelineConfig
 
 
@@ -39,3 +42,10 @@ def test_cpu_per_message_adds_the_backends() -> None:
     figures = derived({"messages_received": 1000, "server_cpu_s": 0.2, "pg_backend_cpu_s": 0.1})
     assert figures == {"node_cpu_us_per_msg": 200.0, "total_cpu_us_per_msg": 300.0}
     assert derived({"error": "x"}) == {}
+
+
+def test_configs_are_read_from_the_command_line() -> None:
+    assert _configs("sqlite:1,postgresql:2") == [("sqlite", 1), ("postgresql", 2)]
+    for bad in ("mysql:1", "sqlite", "postgresql:0", "sqlite:x"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            _configs(bad)

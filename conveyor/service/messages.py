@@ -229,8 +229,8 @@ class MessageActions(ServiceBase):
                 ready += 1
             elif soonest_ms is None or m.visible_at_ms < soonest_ms:
                 soonest_ms = m.visible_at_ms
-        if ready:
-            self.on_ready(queue, ready)
+        if ready:  # this node's long polls; the store told other nodes' (Store.send)
+            self.wakeups.notify(queue.id, ready)
         if soonest_ms is not None:  # a delayed message: parked receivers must look again then
             self.on_later(queue, (soonest_ms - now_ms) / 1000)
 

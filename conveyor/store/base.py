@@ -231,7 +231,11 @@ class Store(Protocol):
 
     # messages
     async def send(self, queue: QueueRecord, messages: list[NewMessage], now_ms: int,
-                   dedup_ms: int) -> list[SentMessage]: ...
+                   dedup_ms: int) -> list[SentMessage]:
+        """Store the messages (a FIFO queue's duplicates within `dedup_ms` only named). A
+        shared store also tells other nodes, as `announce` does, how many of those stored
+        are receivable at `now_ms`, in the same round trip."""
+        ...
     def claim(self, queue: QueueRecord, max_messages: int, now_ms: int, cutoff_ms: int,
               visible_at_ms: int, picking: Picking) -> AbstractAsyncContextManager[Claim]:
         """Take up to `max_messages` messages that are visible at `now_ms` and were sent

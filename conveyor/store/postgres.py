@@ -29,6 +29,7 @@ import asyncpg
 import orjson
 
 from conveyor.clock import Clock
+from conveyor.store._coalesce import Coalescer
 from conveyor.store.base import (
     OK,
     STALE,
@@ -196,18 +197,36 @@ _INSERT_MANY = (
     " $6::text[], $7::text[], $8::bigint[], $9::text[], $10::bigint[], $11::text[],"
     " $12::text[]) RETURNING seq, message_id"
 )
+# Standard queues' sends, any number of queues': the rows, and word of the receivable ones
+# to other nodes' long polls (one payload per queue in $14) in the same statement, so at
+# its commit; the uncorrelated subquery is an InitPlan, evaluated once.
+_SEND = (
+    f"WITH sent AS ({_INSERT_MANY}) SELECT seq, message_id,"
+    " (SELECT count(pg_notify($13, p)) FROM unnest($14::text[]) p) FROM sent"
+)
+_NOTIFY = "SELECT pg_notify($1, $2)"
 _RECEIVED = ("visible_at=$1, receive_count=m.receive_count+1,"
              " first_receive_ms=COALESCE(m.first_receive_ms, $2), receipt=$3")
-# A standard queue's claim in one statement, its own transaction: the due, live messages,
-# skipping those other claims hold, received at once (pgmq's read); nothing when the queue
-# has grouped messages (a fair queue's: dealt by group instead).
+# Standard queues' claims, one per queue, any number of queues in one statement (its own
+# transaction): each queue's due, live messages, skipping those other claims hold,
+# received at once (pgmq's read); none of a queue that has grouped messages (a fair
+# queue's: dealt by group instead). The rows are updated through `seq = ANY(ARRAY(...))`,
+# an index condition on the primary key: joined on seq alone, the planner may hash-join
+# the claimed few against a scan of the whole table.
 _CLAIM = (
-    f"UPDATE conveyor_messages m SET {_RECEIVED} FROM (SELECT seq, visible_at"
-    " FROM conveyor_messages WHERE queue_id=$4 AND visible_at<=$2 AND sent_ms>$5"
-    " AND NOT EXISTS (SELECT 1 FROM conveyor_messages g WHERE g.queue_id=$4"
-    "  AND g.group_id IS NOT NULL)"
-    " ORDER BY visible_at LIMIT $6 FOR UPDATE SKIP LOCKED) c WHERE m.seq=c.seq"
-    f" RETURNING c.visible_at AS due_at, {', '.join('m.' + c for c in _COLUMNS.split(', '))}"
+    "WITH c AS MATERIALIZED (SELECT r.n, r.now_ms, r.until_ms, r.receipt, x.seq, x.visible_at"
+    " FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::int[], $5::bigint[],"
+    " $6::text[]) WITH ORDINALITY AS r(queue_id, now_ms, cutoff_ms, lim, until_ms, receipt, n)"
+    " CROSS JOIN LATERAL (SELECT seq, visible_at FROM conveyor_messages"
+    "  WHERE queue_id=r.queue_id AND visible_at<=r.now_ms AND sent_ms>r.cutoff_ms"
+    "  AND NOT EXISTS (SELECT 1 FROM conveyor_messages g WHERE g.queue_id=r.queue_id"
+    "   AND g.group_id IS NOT NULL)"
+    "  ORDER BY visible_at LIMIT r.lim FOR UPDATE SKIP LOCKED) x)"
+    " UPDATE conveyor_messages m SET visible_at=c.until_ms,"
+    " receive_count=m.receive_count+1, first_receive_ms=COALESCE(m.first_receive_ms,"
+    " c.now_ms), receipt=c.receipt FROM c"
+    " WHERE m.seq = ANY(ARRAY(SELECT seq FROM c)) AND m.seq=c.seq"
+    f" RETURNING c.n, c.visible_at, {', '.join('m.' + c for c in _COLUMNS.split(', '))}"
 )
 _CLAIM_SEQS = (
     f"UPDATE conveyor_messages m SET {_RECEIVED} WHERE m.seq = ANY($4::bigint[])"
@@ -266,6 +285,17 @@ _OLDEST = (
     "SELECT seq FROM conveyor_messages WHERE queue_id=$1 AND visible_at<=$2 AND sent_ms>$3"
     " AND NOT seq = ANY($5::bigint[]) ORDER BY visible_at LIMIT $4 FOR UPDATE SKIP LOCKED"
 )
+# Delete batches, any number of queues': each handle's message if still under its receipt
+# (or any receipt, for a call that says so) and in flight after the handle's floor.
+_DELETE = (
+    "DELETE FROM conveyor_messages m USING unnest($1::bigint[], $2::text[], $3::bigint[],"
+    " $4::bigint[], $5::bool[]) AS h(seq, receipt, queue_id, floor, any_receipt)"
+    " WHERE m.seq=h.seq AND m.queue_id=h.queue_id AND m.visible_at>h.floor"
+    " AND (m.receipt=h.receipt OR (h.any_receipt AND m.receipt IS NOT NULL))"
+    " RETURNING m.seq"
+)
+# Calls that go together in one statement at most (_coalesce.py): bounds its size.
+_COALESCE_MAX = 100
 _DEAD_LETTER = (
     "UPDATE conveyor_messages m SET queue_id=$1, visible_at=$2,"
     " receive_count=m.receive_count-1, receipt=NULL, dlq_source_arn=$3,"
@@ -304,6 +334,10 @@ class PostgresStore:
         self._settings = {"search_path": self.schema} if self.schema else {}
         self._suspect = asyncio.Event()  # a request lost its connection: is the database gone?
         self._gone_since: float | None = None  # monotonic time the outage was noticed
+        # Standard queues' sends and delete batches from concurrent requests, grouped.
+        self._sends = Coalescer(self._send_standard, _COALESCE_MAX)
+        self._deletes = Coalescer(self._delete_many, _COALESCE_MAX)
+        self._claims = Coalescer(self._claim_standard, _COALESCE_MAX)
 
     # --- life cycle --------------------------------------------------------------------
 
@@ -319,7 +353,7 @@ class PostgresStore:
             # the database's health.
             self._pool = await asyncpg.create_pool(
                 self.dsn, min_size=0, max_size=self.pool_size, timeout=CONNECT_TIMEOUT_S,
-                server_settings=self._settings)
+                server_settings=self._settings, reset=_keep_session)
             await self._migrate()
             await self._measure_skew()
             self._listener = await self._listen()
@@ -454,8 +488,11 @@ class PostgresStore:
     async def announce(self, queue_id: int, count: int) -> None:
         """Tell long polls on other nodes that `count` messages became receivable."""
         async with self._conn() as db:
-            await db.execute("SELECT pg_notify($1, $2)", self.channel,
-                             f"{self.node_id}:{queue_id}:{count}")
+            await db.execute(_NOTIFY, self.channel, self._payload(queue_id, count))
+
+    def _payload(self, queue_id: int, count: int) -> str:
+        """A notification's payload: read back by _on_notify."""
+        return f"{self.node_id}:{queue_id}:{count}"
 
     async def announce_drain(self, worker_id: str) -> None:
         """Tell other nodes that a drain was asked of the worker (it may poll there)."""
@@ -568,14 +605,10 @@ class PostgresStore:
                    dedup_ms: int) -> list[SentMessage]:
         if not messages:  # every entry of a batch failed its checks
             return []
-        if not queue.fifo:  # one statement: its own transaction, one round trip
-            rows = [_insert_row(queue, m) for m in messages]
-            async with self._conn() as db:
-                seqs = await db.fetch(_INSERT_MANY,
-                                      *[list(column) for column in zip(*rows, strict=True)])
-            by_id = {r[1]: r[0] for r in seqs}
-            return [SentMessage(m.message_id, by_id[m.message_id]) for m in messages]
+        if not queue.fifo:  # one statement with other requests' sends (_coalesce.py)
+            return await self._sends.submit((queue, messages, now_ms))
         sent: list[SentMessage] = []
+        ready = 0
         async with self._tx() as db:
             await db.execute("SELECT pg_advisory_xact_lock($1)", queue.id)  # commit order
             for m in messages:
@@ -594,7 +627,26 @@ class PostgresStore:
                         " seq=EXCLUDED.seq, expires_ms=EXCLUDED.expires_ms",
                         queue.id, m.dedup_key, m.message_id, seq, now_ms + dedup_ms)
                 sent.append(SentMessage(m.message_id, seq))
+                ready += m.visible_at_ms <= now_ms
+            if ready:  # delivered at commit, with the messages
+                await db.execute(_NOTIFY, self.channel, self._payload(queue.id, ready))
         return sent
+
+    async def _send_standard(self, calls: list[tuple[QueueRecord, list[NewMessage], int]]
+                             ) -> list[list[SentMessage]]:
+        """Sends to standard queues, one statement; to each call its messages' seqs."""
+        rows = [_insert_row(queue, m) for queue, messages, _ in calls for m in messages]
+        ready: dict[int, int] = {}
+        for queue, messages, now_ms in calls:
+            ready[queue.id] = ready.get(queue.id, 0) + sum(m.visible_at_ms <= now_ms
+                                                           for m in messages)
+        payloads = [self._payload(queue_id, n) for queue_id, n in ready.items() if n]
+        async with self._conn() as db:
+            seqs = await db.fetch(_SEND, *[list(column) for column in zip(*rows, strict=True)],
+                                  self.channel, payloads)
+        by_id = {r[1]: r[0] for r in seqs}
+        return [[SentMessage(m.message_id, by_id[m.message_id]) for m in messages]
+                for _, messages, _ in calls]
 
     @contextlib.asynccontextmanager
     async def claim(self, queue: QueueRecord, max_messages: int, now_ms: int, cutoff_ms: int,
@@ -605,14 +657,16 @@ class PostgresStore:
         transaction under the queue's advisory lock, so that groups are handed out in
         commit order across nodes."""
         receipt = f"{self._tokens.getrandbits(64):016x}"
+        if not queue.fifo:  # one statement with other requests' claims (_coalesce.py)
+            taken = await self._claims.submit((queue.id, now_ms, cutoff_ms, max_messages,
+                                               visible_at_ms, receipt))
+            if taken:
+                yield _SharedClaim(self, receipt, taken)
+                return
         async with self._conn() as db:
-            if not queue.fifo:
-                rows = await db.fetch(_CLAIM, visible_at_ms, now_ms, receipt, queue.id,
-                                      cutoff_ms, max_messages)
-                if rows or not await db.fetchval(_HAS_GROUPS, queue.id):
-                    rows.sort(key=lambda r: (r[0], r[1]))
-                    yield _Claim(db, receipt, [StoredMessage(*r[1:]) for r in rows])
-                    return
+            if not queue.fifo and not await db.fetchval(_HAS_GROUPS, queue.id):
+                yield _Claim(db, receipt, [])
+                return
             async with db.transaction():
                 if queue.fifo:
                     await db.execute("SELECT pg_advisory_xact_lock($1)", queue.id)
@@ -626,6 +680,29 @@ class PostgresStore:
                 order = {seq: i for i, seq in enumerate(seqs)}
                 yield _Claim(db, receipt, sorted((StoredMessage(*r) for r in rows),
                                                  key=lambda m: order[m.seq]))
+
+    async def _claim_standard(self, calls: list[tuple[int, int, int, int, int, str]]
+                              ) -> list[list[StoredMessage]]:
+        """Claims on standard queues, (queue id, now, cutoff, limit, until, receipt) each:
+        one statement for each queue's first, another for any second, and so on (two
+        claims on one queue in one statement would find the same rows). To each call its
+        messages, the longest due first."""
+        taken: list[list[StoredMessage]] = [[] for _ in calls]
+        todo = list(range(len(calls)))
+        async with self._conn() as db:
+            while todo:
+                now: list[int] = []
+                queues: set[int] = set()
+                for i in todo:
+                    if calls[i][0] not in queues:
+                        queues.add(calls[i][0])
+                        now.append(i)
+                todo = [i for i in todo if i not in now]
+                rows = await db.fetch(_CLAIM, *[list(c) for c in zip(*(calls[i] for i in now),
+                                                                    strict=True)])
+                for row in sorted(rows, key=lambda r: (r[0], r[1], r[2])):
+                    taken[now[row[0] - 1]].append(StoredMessage(*row[2:]))
+        return taken
 
     async def _fifo_candidates(self, db: asyncpg.Connection, queue_id: int, limit: int,
                                now_ms: int, cutoff_ms: int, picking: Picking) -> list[int]:
@@ -688,20 +765,30 @@ class PostgresStore:
     async def delete(self, queue: QueueRecord, handles: list[Handle],
                      in_flight_after_ms: int | None = None, *,
                      any_receipt: bool = False) -> list[str]:
-        """One statement; a second only when some handle deleted nothing."""
+        """One statement with other requests' delete batches (_coalesce.py); a second
+        only when some handle deleted nothing."""
+        if not handles:
+            return []
         floor = -1 if in_flight_after_ms is None else in_flight_after_ms
+        deleted = await self._deletes.submit((queue.id, handles, floor, any_receipt))
+        missing = [h.seq for h in handles if h.seq not in deleted]
+        if not missing:
+            return [OK] * len(handles)
         async with self._conn() as db:
-            deleted = {r[0] for r in await db.fetch(
-                "DELETE FROM conveyor_messages m USING unnest($1::bigint[], $2::text[]) AS"
-                " h(seq, receipt) WHERE m.seq=h.seq AND m.queue_id=$3 AND m.visible_at>$4"
-                " AND (m.receipt=h.receipt OR ($5 AND m.receipt IS NOT NULL)) RETURNING m.seq",
-                [h.seq for h in handles], [h.token for h in handles], queue.id, floor,
-                any_receipt)}
-            missing = [h.seq for h in handles if h.seq not in deleted]
             present = {r[0] for r in await db.fetch(
                 "SELECT seq FROM conveyor_messages WHERE seq = ANY($1::bigint[]) AND"
-                " queue_id=$2", missing, queue.id)} if missing else set()
+                " queue_id=$2", missing, queue.id)}
         return [STALE if h.seq in present else OK for h in handles]
+
+    async def _delete_many(self, calls: list[tuple[int, list[Handle], int, bool]]
+                           ) -> list[set[int]]:
+        """Delete batches, one statement; to each call the seqs it deleted."""
+        entries = [(h.seq, h.token, queue_id, floor, any_receipt)
+                   for queue_id, handles, floor, any_receipt in calls for h in handles]
+        async with self._conn() as db:
+            deleted = {r[0] for r in await db.fetch(
+                _DELETE, *[list(column) for column in zip(*entries, strict=True)])}
+        return [{h.seq for h in handles if h.seq in deleted} for _, handles, _, _ in calls]
 
     async def drop(self, queue: QueueRecord, seqs: list[int]) -> list[int]:
         async with self._conn() as db:
@@ -867,7 +954,7 @@ class _Claim:
 
     __slots__ = ("db", "receipt", "messages")
 
-    def __init__(self, db: asyncpg.Connection, receipt: str,
+    def __init__(self, db: asyncpg.Connection | None, receipt: str,
                  messages: list[StoredMessage]) -> None:
         self.db, self.receipt, self.messages = db, receipt, messages
 
@@ -875,6 +962,24 @@ class _Claim:
                           now_ms: int, systems: list[str | None] | None = None) -> None:
         await self.db.execute(_DEAD_LETTER, dead_letter_queue_id, now_ms, source_arn, seqs,
                               self.receipt, systems is not None, systems or [None] * len(seqs))
+
+
+class _SharedClaim(_Claim):
+    """Messages a claim took in a statement shared with other receives: its connection is
+    back in the pool, so what follows (rarely) takes one."""
+
+    __slots__ = ("store",)
+
+    def __init__(self, store: PostgresStore, receipt: str,
+                 messages: list[StoredMessage]) -> None:
+        super().__init__(None, receipt, messages)
+        self.store = store
+
+    async def dead_letter(self, seqs: list[int], dead_letter_queue_id: int, source_arn: str,
+                          now_ms: int, systems: list[str | None] | None = None) -> None:
+        async with self.store._conn() as db:
+            self.db = db
+            await super().dead_letter(seqs, dead_letter_queue_id, source_arn, now_ms, systems)
 
 
 class _Held:
@@ -909,6 +1014,15 @@ def _queue(row: Any) -> QueueRecord:
                        attributes=orjson.loads(row["attributes"]),
                        tags=orjson.loads(row["tags"]), created_s=row["created_s"],
                        modified_s=row["modified_s"], purged_s=row["purged_s"])
+
+
+async def _keep_session(conn: asyncpg.Connection) -> None:
+    """Return a connection to the pool as it is. asyncpg's default reset is a round trip
+    of four statements (advisory unlock, CLOSE ALL, UNLISTEN, RESET ALL) on every release,
+    more than the work of most requests; this store leaves nothing of the kind behind on a
+    pooled connection: its advisory locks are transaction-scoped, it LISTENs on a
+    connection of its own, and it never SETs or DECLAREs. (An open transaction is still
+    rolled back by the pool before this is called.)"""
 
 
 def _closed(conn: asyncpg.Connection) -> bool:

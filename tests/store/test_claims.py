@@ -119,6 +119,39 @@ def test_movable_is_oldest_first_and_move_is_unconditional_but_for_visibility(
 # --- two claimers on PostgreSQL, interleaved ---------------------------------------------------
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_concurrent_sends_and_deletes_each_get_their_own_outcome(kind: str,
+                                                                  tmp_path: Path) -> None:
+    """Calls made at once (PostgreSQL writes them in one statement: store/_coalesce.py)
+    each get their own messages' seqs and their own handles' outcomes, whatever queue
+    and whichever other calls went with them."""
+    async def scenario(store: Any) -> None:
+        q1 = await store.create_queue("us-east-1", "q1", ATTRIBUTES, {}, 0)
+        q2 = await store.create_queue("us-east-1", "q2", ATTRIBUTES, {}, 0)
+        batches = [(q1, ["a-0", "a-1"]), (q2, ["b-0"]), (q1, ["c-0", "c-1", "c-2"])]
+        sent = await asyncio.gather(*(
+            store.send(q, [message(body, NOW) for body in bodies], NOW, 0)
+            for q, bodies in batches))
+        assert [[s.message_id for s in call] for call in sent] == [b for _, b in batches]
+        assert len({s.seq for call in sent for s in call}) == 6
+        taken = {}
+        for q in (q1, q2):
+            async with store.claim(q, 10, NOW, NOW - FAR, NOW + 30_000, PICK) as claim:
+                taken |= {m.body: Handle(m.seq, m.receipt) for m in claim.messages}
+        assert sorted(taken) == ["a-0", "a-1", "b-0", "c-0", "c-1", "c-2"]
+        stale = Handle(taken["c-1"].seq, "not-its-receipt")
+        outcomes = await asyncio.gather(
+            store.delete(q1, [taken["a-0"], taken["a-1"]]),
+            store.delete(q2, [taken["b-0"]]),
+            store.delete(q1, [taken["c-0"], stale]),
+            store.delete(q2, [taken["c-2"]]))  # a handle of another queue's message
+        assert outcomes == [[OK, OK], [OK], [OK, STALE], [OK]]
+        assert await _counts(store, q1, NOW - FAR) == Counts(0, 2, 0)  # c-1 and c-2
+        assert await _counts(store, q2, NOW - FAR) == Counts(0, 0, 0)
+
+    _run(kind, tmp_path, scenario)
+
+
 def _two_nodes(scenario: Any) -> None:
     """Run `scenario(a, b)` with two PostgreSQL stores (two nodes) on one schema."""
     require_postgres()
@@ -224,3 +257,32 @@ def test_sqlite_read_errors_come_out_as_store_errors(kind: str, tmp_path: Path) 
         store.db = apsw.Connection(":memory:")  # so that close() can run
 
     _run(kind, tmp_path, scenario)
+
+
+def test_a_send_tells_other_nodes_in_one_word_per_queue() -> None:
+    """Sends made at once to two standard queues and a FIFO queue reach node b's long
+    polls as one notification per queue, counting the messages receivable now (not the
+    delayed one); node a hears none of its own."""
+    async def scenario(a: Any, b: Any) -> None:
+        heard: dict[str, list[tuple[int, int]]] = {"a": [], "b": []}
+        arrived = asyncio.Event()
+
+        def on_b(queue_id: int, count: int) -> None:
+            heard["b"].append((queue_id, count))
+            if len(heard["b"]) == 3:
+                arrived.set()
+        a.on_remote_ready = lambda queue_id, count: heard["a"].append((queue_id, count))
+        b.on_remote_ready = on_b
+        q1 = await a.create_queue("us-east-1", "q1", ATTRIBUTES, {}, 0)
+        q2 = await a.create_queue("us-east-1", "q2", ATTRIBUTES, {}, 0)
+        fifo = await a.create_queue("us-east-1", "f.fifo", ATTRIBUTES, {}, 0)
+        await asyncio.gather(
+            a.send(q1, [message("a-0", NOW), message("a-1", NOW, NOW + 5_000)], NOW, 0),
+            a.send(q2, [message("b-0", NOW)], NOW, 0),
+            a.send(q1, [message("c-0", NOW), message("c-1", NOW)], NOW, 0),
+            a.send(fifo, [message("f-0", NOW, group_id="g")], NOW, 0))
+        await asyncio.wait_for(arrived.wait(), 30)  # a bound against hanging, not a timing
+        assert sorted(heard["b"]) == sorted([(q1.id, 3), (q2.id, 1), (fifo.id, 1)])
+        assert heard["a"] == []
+
+    _two_nodes(scenario)
