@@ -497,8 +497,7 @@ class PostgresStore:
     async def announce_drain(self, worker_id: str) -> None:
         """Tell other nodes that a drain was asked of the worker (it may poll there)."""
         async with self._conn() as db:
-            await db.execute("SELECT pg_notify($1, $2)", self.channel,
-                             f"{self.node_id}:{_DRAIN}:{worker_id}")
+            await db.execute(_NOTIFY, self.channel, f"{self.node_id}:{_DRAIN}:{worker_id}")
 
     @contextlib.asynccontextmanager
     async def exclusive(self, name: str) -> AsyncIterator[bool]:
