@@ -149,7 +149,7 @@ def test_queue_server_killed_and_restarted_loses_nothing(tmp_path, queue_name):
 
 def test_a_drain_asked_from_the_console_finishes_open_requests_and_exits(
         server, sqs, queue_name, tmp_path):
-    """The console's Drain button (DrainWorker) reaches the worker on its next announcement;
+    """The console's Drain button (DrainWorker) reaches the worker (its parked poll);
     it then drains as on SIGTERM: the open request finishes (and its message is deleted),
     nothing more is received, and the process exits 0."""
     url = make_queue(sqs, queue_name)
