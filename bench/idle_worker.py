@@ -4,6 +4,8 @@ reaches the app (issue 22).
     .venv/bin/python bench/idle_worker.py                    # ~45 minutes, bounded
     .venv/bin/python bench/idle_worker.py --idle-seconds 130 --sends 30 --max-gap 3  # a look
     .venv/bin/python bench/idle_worker.py --before-src /tmp/conveyor-4f6775b  # + an older worker
+    .venv/bin/python bench/idle_worker.py --partitions 1,4,8 --idle-seconds 250 --sends 30 \
+        --max-gap 20                                             # partitioned, ~13 minutes
 
 Targets, each with its own queue server, its own no-op app (worker_bench.py serve-app,
 which records when each POST arrives) and its own `conveyor worker` process (defaults,
@@ -16,6 +18,12 @@ no cron.yaml), all on loopback:
 - `moto`: moto's server, standing in for Amazon SQS's 20-s long-poll limit (it refuses
   PollMessages and AnnounceWorker, once each);
 - `before` (with --before-src): the worker of another source tree on a Conveyor server.
+
+With --partitions N,M,...: instead, per N a partitioned worker (`--partitions N`) on a
+Conveyor server, idle with one PollMessages parked on all N partitions (`N=.. one poll`),
+and the same with ExtendedPollWaitTime 0 (`N=.. rotating`): one ReceiveMessage of
+PollWaitTime (20 s) at a time on each partition in turn, as before QueueUrls and as on
+Amazon SQS. Each send goes to a partition drawn at random.
 
 1. idle: the workers start together on empty queues; once each has made its first
    receive, its calls are counted over --idle-seconds of real time (from the moment a
@@ -57,6 +65,7 @@ import peers  # noqa: E402
 from worker_bench import free_port, http_json, process  # noqa: E402
 
 from conveyor.client import SQSClient  # noqa: E402
+from conveyor.client.partitions import partition_name  # noqa: E402
 
 PY = sys.executable
 _SAMPLE = re.compile(r'^(\w+)\{([^}]*)\} ([0-9.e+-]+)$')
@@ -72,6 +81,8 @@ class Target:
     app: str = ""
     status: str = ""
     queue_url: str = ""
+    partitions: int = 0  # a partitioned worker's N (its queue URL is then the logical one)
+    partition_urls: list[str] = field(default_factory=list)
     result: dict = field(default_factory=dict)
 
 
@@ -125,11 +136,17 @@ def running(target: Target, tmp: Path) -> Iterator[None]:
         cmd = [PY, "-m", "conveyor", "worker", "--worker-queue-url",
                f"{target.endpoint}/{account}/{queue}", "--app-url", target.app,
                "--status-port", str(status_port), "--cron", "", "--log-level", "warning",
+               *(["--partitions", str(target.partitions)] if target.partitions else []),
                *target.worker_args]
         app_cmd = [PY, str(BENCH_DIR / "worker_bench.py"), "serve-app", str(app_port)]
         with process(app_cmd, tmp / f"app-{queue}.log", target.app + "/stats"), \
                 _worker(cmd, target.src, tmp / f"worker-{queue}.log", target.status):
-            target.queue_url = asyncio.run(_queue_url(target.endpoint, queue))
+            if target.partitions:  # the worker made them; sends go to a random one
+                target.partition_urls = [asyncio.run(_queue_url(
+                    target.endpoint, partition_name(queue, i)))
+                    for i in range(target.partitions)]
+            else:
+                target.queue_url = asyncio.run(_queue_url(target.endpoint, queue))
             yield
     finally:
         server.stop()
@@ -196,8 +213,10 @@ async def measure_pickup(target: Target, sends: int, max_gap_s: float, seed: int
     async with SQSClient(target.endpoint) as sqs:
         for _ in range(sends):
             await asyncio.sleep(rng.uniform(0, max_gap_s))
-            await sqs.send_message(target.queue_url, f"t={time.time()!r}")
-    deadline = time.monotonic() + 30
+            url = rng.choice(target.partition_urls) if target.partitions else target.queue_url
+            await sqs.send_message(url, f"t={time.time()!r}")
+    # A rotating worker may reach a partition only after N long polls of 20 s elsewhere.
+    deadline = time.monotonic() + 30 + 20 * target.partitions
     while (stats := http_json(target.app + "/stats"))["count"] < sends:
         if time.monotonic() > deadline:
             break
@@ -220,6 +239,8 @@ def main() -> None:
                         help="longest gap between sends: past 20 s, so that sends find the "
                              "workers idle as well as between polls")
     parser.add_argument("--seed", type=int, default=22)
+    parser.add_argument("--partitions", default="",
+                        help="comma-separated N: partitioned workers instead (see above)")
     parser.add_argument("--before-src", type=Path, default=None,
                         help="also run the worker of this source tree (e.g. an older commit)")
     args = parser.parse_args()
@@ -228,6 +249,11 @@ def main() -> None:
                Target("conveyor, no extension", "conveyor",
                       ["--extended-poll-wait-time", "0"]),
                Target("moto", "moto")]
+    if args.partitions:
+        targets = [target for n in map(int, args.partitions.split(",")) for target in (
+            Target(f"N={n} rotating", "conveyor", ["--extended-poll-wait-time", "0"],
+                   partitions=n),
+            Target(f"N={n} one poll", "conveyor", partitions=n))]
     if args.before_src is not None:
         targets.append(Target(f"before ({_commit(args.before_src)})", "conveyor",
                               src=args.before_src))

@@ -13,7 +13,8 @@ says so with a last, short announcement. How often:
   TTL_MARGIN_S: an idle worker then makes no AnnounceWorker call at all.
 
 An operator may ask a worker to drain (the console's Drain button: DrainWorker); the answer
-to its next announcement says so (`"Drain": true`) and `on_drain` is called, once.
+to its next announcement says so (`"Drain": true`), and so does, at once, the answer to its
+parked PollMessages (which names the worker, `WorkerId`); `on_drain` is called, once.
 
 An endpoint without that API (Amazon SQS, other emulators) refuses the first call, and the
 worker stops trying (see extensions.py): the announcements cost nothing there and never get
@@ -104,6 +105,11 @@ class Presence:
         answering `answer` (AnnounceWorker's, or the PollMessages answer that carried it)."""
         self.extension.worked()
         self._note(request, sent_s)
+        self.answered(answer)
+
+    def answered(self, answer: dict[str, Any] | None) -> None:
+        """An answer from the server (an announcement's, or any PollMessages's: a drain
+        request wakes this worker's parked poll at once): drain if it says so."""
         if answer and answer.get("Drain") is True and self.on_drain is not None:
             log.info("the server asked this %s to drain: worker=%s", self.kind,
                      self.worker_id)

@@ -93,9 +93,13 @@ def queues_named(action: str, request: dict[str, Any], account_id: str) -> list[
     "*" matches it, and the service refuses such a call with its own error anyway."""
     if action in _UNKNOWN_QUEUE:
         return None
-    names = []
+    names: list[str] = []
+    urls = request.get("QueueUrls", [])  # PollMessages parked on several queues
+    if not isinstance(urls, list) or not all(isinstance(url, str) for url in urls):
+        return None  # malformed: the service refuses it, after a key for every queue
     if isinstance(request.get("QueueUrl"), str):
-        names.append(queue_name_from(request["QueueUrl"], account_id) or "")
+        urls = [request["QueueUrl"], *urls]
+    names += [queue_name_from(url, account_id) or "" for url in urls]
     if action in ("CreateQueue", "GetQueueUrl") and isinstance(request.get("QueueName"), str):
         names.append(request["QueueName"])
     if isinstance(request.get("Queue"), str):  # the worker registry's calls name a queue

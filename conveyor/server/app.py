@@ -23,9 +23,8 @@ from conveyor.server import console, s3subset, sigv4
 from conveyor.server.access import AccessKey
 from conveyor.server.http import Request, Response
 from conveyor.server.metrics import CONTENT_TYPE_LATEST, ServerMetrics
-from conveyor.server.waiters import Waiters
+from conveyor.server.waiters import Key, Waiters, worker_key
 from conveyor.service import (
-    ReceivePlan,
     RequestContext,
     Service,
     StoreError,
@@ -252,9 +251,9 @@ class App:
         if trace:
             apply_trace_header(call.action, call.request, trace)
         if call.action == "ReceiveMessage":
-            plan = await self.service.plan_receive(ctx, call.request)
+            poll = polls.PollPlan.of(await self.service.plan_receive(ctx, call.request))
         elif call.action == polls.ACTION:  # a longer long poll (service/polls.py)
-            plan = await polls.plan_poll(self.service, ctx, call.request)
+            poll = await polls.plan_poll(self.service, ctx, call.request)
             if "Announce" in call.request:
                 self.metrics.announced(polls.ACTION)
         else:
@@ -262,25 +261,45 @@ class App:
             if call.action == "AnnounceWorker":
                 self.metrics.announced(call.action)
             return result
-        result = await self.service.fetch(ctx, plan)
-        if not (result or plan.wait_s == 0 or self.stopping):
-            result = await self._long_poll(ctx, plan, req.client_gone)
-        if plan.answer_extra and result is not None:
-            result = {**result, **plan.answer_extra}
+        result = await poll.fetch(self.service, ctx)
+        if not (result or poll.wait_s == 0 or self.stopping or poll.answer_extra):
+            result = await self._long_poll(ctx, poll, req.client_gone)
+        if poll.answer_extra and result is not None:
+            result = {**result, **poll.answer_extra}
         return result
 
-    async def _long_poll(self, ctx: RequestContext, plan: ReceivePlan,
+    async def _long_poll(self, ctx: RequestContext, poll: polls.PollPlan,
                          gone: asyncio.Future[None]) -> dict[str, Any] | None:
-        deadline = self._wait_clock_s() + plan.wait_s
+        if poll.worker_id is None:
+            return await self._park(ctx, poll, gone)
+        # A drain request for the worker ends the wait: watched from before the first check.
+        with self.waiters.watching(worker_key(poll.worker_id)) as drained:
+            if await self.service.drain_requested(ctx, poll.worker_id):
+                return {"Drain": True}
+            result = await self._park(ctx, poll, gone, drained)
+            if drained.done() and await self.service.drain_requested(ctx, poll.worker_id):
+                return {"Drain": True}
+            return result
+
+    async def _park(self, ctx: RequestContext, poll: polls.PollPlan,
+                    gone: asyncio.Future[None], *drained: asyncio.Future[Key]
+                    ) -> dict[str, Any] | None:
+        """Wait for a message on any of the poll's queues (or the end of the wait)."""
+        deadline = self._wait_clock_s() + poll.wait_s
         self.metrics.waiting.inc()
         try:
             while (remaining := deadline - self._wait_clock_s()) > 0 and not self.stopping:
-                until_visible = await self.service.seconds_until_visible(plan)
-                sleep_s = remaining if until_visible is None else min(remaining, until_visible)
-                await self.waiters.wait(plan.queue.id, sleep_s, gone)
+                sleep_s = remaining
+                for plan in poll.plans:
+                    until_visible = await self.service.seconds_until_visible(plan)
+                    if until_visible is not None:
+                        sleep_s = min(sleep_s, until_visible)
+                await self.waiters.wait(poll.queue_ids, sleep_s, gone, *drained)
                 if gone.done():
                     return None
-                result = await self.service.fetch(ctx, plan)
+                if any(d.done() for d in drained):
+                    return {}
+                result = await poll.fetch(self.service, ctx)
                 if result:
                     return result
             return {}

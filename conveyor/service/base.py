@@ -35,6 +35,9 @@ class Wakeups:
     def notify_all(self) -> None:
         """Anything may have become receivable anywhere."""
 
+    def wake_worker(self, worker_id: str) -> None:
+        """A drain was asked of this worker: its parked long polls should answer."""
+
 
 class ServiceBase:
     def __init__(self, store: Store, limits: Limits, clock: Clock | None = None,
@@ -52,6 +55,7 @@ class ServiceBase:
         # Word from other nodes sharing the store goes to this node's parked long polls.
         store.on_remote_ready = lambda queue_id, count: self.wakeups.notify(queue_id, count)
         store.on_remote_missed = lambda: self.wakeups.notify_all()
+        store.on_remote_drain = lambda worker_id: self.wakeups.wake_worker(worker_id)
         self._announcing: set[asyncio.Task[None]] = set()
         self.follow_store_clock()
         if queue_cache_s is None:
@@ -172,6 +176,15 @@ class ServiceBase:
         self.wakeups.notify(queue.id, count)
         if self.store.shared:
             task = asyncio.get_running_loop().create_task(self.store.announce(queue.id, count))
+            self._announcing.add(task)
+            task.add_done_callback(self._announced)
+
+    def on_drain(self, worker_id: str) -> None:
+        """A drain was asked of the worker: wake its long polls parked on this node, and
+        on other nodes through a shared store (a drain waits for no poll to end)."""
+        self.wakeups.wake_worker(worker_id)
+        if self.store.shared:
+            task = asyncio.get_running_loop().create_task(self.store.announce_drain(worker_id))
             self._announcing.add(task)
             task.add_done_callback(self._announced)
 

@@ -9,7 +9,9 @@ any SQS call, beside the lease API:
 - ListWorkers {}: the workers whose announcement has not run out, oldest first.
 - DrainWorker {WorkerId}: ask a live worker to drain (finish its jobs, stop receiving and
   exit, as on SIGTERM). The request waits in the store for the worker's next announcement,
-  whose answer is then `{"Drain": true}` (also on a PollMessages answer that carried one).
+  whose answer is then `{"Drain": true}` (also on a PollMessages answer that carried one);
+  a PollMessages of that worker parked on any node is answered at once with it (polls.py,
+  ServiceBase.on_drain: this node's waiters, other nodes' through the store's NOTIFY).
 - RecordScalingDecision {Queue, Decision}: an autoscaler's decision (a JSON object of its
   figures), kept with the queue's last MAX_DECISIONS for the console's timeline.
 - ListScalingDecisions {Queue}: those decisions, the newest first, each with `At` (ms).
@@ -48,7 +50,7 @@ MAX_DECISION_BYTES = 2 * 1024
 DECISIONS_KEPT_MS = 7 * 24 * 3600_000  # a timeline no scaler writes to goes after a week
 _WRITE_TRIES = 5  # two scalers of one queue racing: retry the conditional write
 KINDS = ("worker", "scaler")
-_ID = re.compile(r"[A-Za-z0-9_.:/#@-]{1,256}")
+ID_PATTERN = re.compile(r"[A-Za-z0-9_.:/#@-]{1,256}")  # worker ids and queue names
 
 Request = dict[str, Any]
 
@@ -66,7 +68,7 @@ class WorkerRecord:
 
 class WorkerActions(ServiceBase):
     async def announce_worker(self, ctx: RequestContext, req: Request) -> dict[str, Any]:
-        worker_id, queue = _text(req, "WorkerId", _ID), _text(req, "Queue", _ID)
+        worker_id, queue = _text(req, "WorkerId", ID_PATTERN), _text(req, "Queue", ID_PATTERN)
         ttl_ms = checked_ttl_ms(req)
         kind = req.get("Kind", "worker")
         if kind not in KINDS:
@@ -81,12 +83,16 @@ class WorkerActions(ServiceBase):
         if not await self.store.save_worker(worker_id, record, now_ms, now_ms + ttl_ms,
                                             MAX_WORKERS):
             raise InvalidParameterValue(f"At most {MAX_WORKERS} workers can be announced.")
+        return {"Drain": True} if await self.drain_requested(ctx, worker_id) else {}
+
+    async def drain_requested(self, ctx: RequestContext, worker_id: str) -> bool:
+        """True while a DrainWorker for this worker of the caller's region waits."""
         drain = await self.store.lease_get(ctx.region, _drain_name(worker_id))
-        return {"Drain": True} if drain is not None and drain.expires_ms > now_ms else {}
+        return drain is not None and drain.expires_ms > self.clock.now_ms()
 
     async def drain_worker(self, ctx: RequestContext, req: Request) -> dict[str, Any]:
         """Ask a live worker of the caller's region to drain, at its next announcement."""
-        worker_id = _text(req, "WorkerId", _ID)
+        worker_id = _text(req, "WorkerId", ID_PATTERN)
         if not any(w.worker_id == worker_id and w.kind == "worker" and w.region == ctx.region
                    for w in await self.live_workers()):
             raise InvalidParameterValue(f"No live worker {worker_id} in {ctx.region}.")
@@ -94,11 +100,12 @@ class WorkerActions(ServiceBase):
         await self.store.lease_acquire(ctx.region, _drain_name(worker_id), who,
                                        DRAIN_WAIT_MS, self.clock.now_ms())
         self.log.info("drain requested: worker=%s by access key %s", worker_id, who)
+        self.on_drain(worker_id)
         return {}
 
     async def record_scaling_decision(self, ctx: RequestContext, req: Request
                                       ) -> dict[str, Any]:
-        queue = _text(req, "Queue", _ID)
+        queue = _text(req, "Queue", ID_PATTERN)
         decision = req.get("Decision")
         if not isinstance(decision, dict) or len(orjson.dumps(decision)) > MAX_DECISION_BYTES:
             raise InvalidParameterValue(
@@ -121,7 +128,8 @@ class WorkerActions(ServiceBase):
 
     async def list_scaling_decisions(self, ctx: RequestContext, req: Request
                                      ) -> dict[str, Any]:
-        return {"Decisions": await self.scaling_decisions(ctx.region, _text(req, "Queue", _ID))}
+        queue = _text(req, "Queue", ID_PATTERN)
+        return {"Decisions": await self.scaling_decisions(ctx.region, queue)}
 
     async def scaling_decisions(self, region: str, queue: str) -> list[dict[str, Any]]:
         """The queue's recorded scaling decisions, the newest first."""

@@ -202,6 +202,8 @@ class Store(Protocol):
     # Set by the server: messages may have become receivable on other nodes without word
     # reaching us (the store lost its notifications for a while); every long poll looks.
     on_remote_missed: Callable[[], None]
+    # Set by the server: another node was asked to drain this worker (its id).
+    on_remote_drain: Callable[[str], None]
 
     async def close(self) -> None: ...
     def gauges(self) -> dict[str, tuple[str, float]]:
@@ -212,6 +214,8 @@ class Store(Protocol):
         ...
     async def announce(self, queue_id: int, count: int) -> None:
         """Wake long polls on other nodes: `count` messages became receivable."""
+    async def announce_drain(self, worker_id: str) -> None:
+        """Wake the worker's long polls on other nodes: a drain was asked of it."""
     def exclusive(self, name: str) -> AbstractAsyncContextManager[bool]:
         """Yield True if this node may run `name` now, no other node running it meanwhile."""
 

@@ -49,6 +49,7 @@ from conveyor.store.base import (
 log = logging.getLogger(__name__)
 
 NOTIFY_CHANNEL = "conveyor_ready"
+_DRAIN = "drain"  # a notification's second field: a drain request, not a queue id
 SKEW_REFRESH_S = 30.0
 # Re-establishing the LISTEN connection: first try at once, then wait 0.1 s, doubling to
 # 5 s, so that a restart of a second or two costs little and a long outage few attempts.
@@ -326,6 +327,7 @@ class PostgresStore:
         self.clock_skew_ms = 0
         self.on_remote_ready: Callable[[int, int], None] = lambda queue_id, count: None
         self.on_remote_missed: Callable[[], None] = lambda: None
+        self.on_remote_drain: Callable[[str], None] = lambda worker_id: None
         self._pool: asyncpg.Pool | None = None
         self._listener: asyncpg.Connection | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -473,9 +475,15 @@ class PostgresStore:
             self._gone_since = None
 
     def _on_notify(self, connection: Any, pid: int, channel: str, payload: str) -> None:
-        node, queue_id, count = payload.split(":")
-        if node != self.node_id:
-            self.on_remote_ready(int(queue_id), int(count))
+        """`node:queue_id:count` (announce) or `node:drain:worker_id` (announce_drain;
+        a worker id may hold colons itself)."""
+        node, what, rest = payload.split(":", 2)
+        if node == self.node_id:
+            return
+        if what == _DRAIN:
+            self.on_remote_drain(rest)
+        else:
+            self.on_remote_ready(int(what), int(rest))
 
     async def announce(self, queue_id: int, count: int) -> None:
         """Tell long polls on other nodes that `count` messages became receivable."""
@@ -485,6 +493,11 @@ class PostgresStore:
     def _payload(self, queue_id: int, count: int) -> str:
         """A notification's payload: read back by _on_notify."""
         return f"{self.node_id}:{queue_id}:{count}"
+
+    async def announce_drain(self, worker_id: str) -> None:
+        """Tell other nodes that a drain was asked of the worker (it may poll there)."""
+        async with self._conn() as db:
+            await db.execute(_NOTIFY, self.channel, f"{self.node_id}:{_DRAIN}:{worker_id}")
 
     @contextlib.asynccontextmanager
     async def exclusive(self, name: str) -> AsyncIterator[bool]:

@@ -257,6 +257,7 @@ class SqliteStore:
     clock_skew_ms = 0
     on_remote_ready: Callable[[int, int], None] = staticmethod(lambda queue_id, count: None)
     on_remote_missed: Callable[[], None] = staticmethod(lambda: None)
+    on_remote_drain: Callable[[str], None] = staticmethod(lambda worker_id: None)
 
     def __init__(self, data_dir: str | os.PathLike[str]) -> None:
         self.path = Path(data_dir)
@@ -297,6 +298,9 @@ class SqliteStore:
                              f"understands up to {SCHEMA_VERSION}. Upgrade Conveyor.")
 
     async def announce(self, queue_id: int, count: int) -> None:
+        """Nothing to tell: no other node shares this store."""
+
+    async def announce_drain(self, worker_id: str) -> None:
         """Nothing to tell: no other node shares this store."""
 
     @asynccontextmanager

@@ -6,7 +6,9 @@ Amazon SQS", the example events for standard and FIFO queues): `{"Records": [...
 record per message with messageId, receiptHandle, body, attributes (all system attributes
 received: ApproximateReceiveCount is the receive count, MessageGroupId and SequenceNumber
 on FIFO queues), messageAttributes (camelCase, as Lambda writes them), md5OfBody,
-eventSource "aws:sqs", eventSourceARN and awsRegion. Code written for a Lambda SQS trigger
+eventSource "aws:sqs", eventSourceARN (the ARN of the queue the message came from: on a
+partitioned queue its partition's, as a Lambda mapped to each partition would say) and
+awsRegion. Code written for a Lambda SQS trigger
 reads it unchanged. It goes to HttpPath as `Content-Type: application/json` (MimeType is
 for one message's body), with User-Agent, X-Aws-Sqsd-Queue, X-Conveyor-Batch-Size and,
 with SigningSecret, X-Conveyor-Signature over the whole document. There is no batching
@@ -37,7 +39,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -80,9 +82,12 @@ class QueueIdentity:
         return cls(f"arn:aws:sqs:{region}:{account}:{segments[-1]}", region)
 
 
-def lambda_event(messages: Sequence[Message], queue: QueueIdentity) -> bytes:
-    """The request body for a batch: Lambda's SQS event with one record per message."""
-    return orjson.dumps({"Records": [_record(message, queue) for message in messages]})
+def lambda_event(messages: Sequence[Message],
+                 queue_of: Callable[[Message], QueueIdentity]) -> bytes:
+    """The request body for a batch: Lambda's SQS event with one record per message, each
+    naming the queue its message came from (a partition's, on a partitioned queue)."""
+    return orjson.dumps({"Records": [_record(message, queue_of(message))
+                                     for message in messages]})
 
 
 def _record(message: Message, queue: QueueIdentity) -> dict[str, Any]:
@@ -176,11 +181,11 @@ def in_group_order(messages: Sequence[Message], outcomes: Sequence[Outcome],
 class BatchPoster:
     """POSTs batches to the app through the worker's Deliverer and reads the answers."""
 
-    def __init__(self, deliverer: Deliverer, queue_name: str, queue: QueueIdentity,
-                 *, fifo: bool) -> None:
+    def __init__(self, deliverer: Deliverer, queue_name: str,
+                 queue_of: Callable[[Message], QueueIdentity], *, fifo: bool) -> None:
         self._deliverer = deliverer
         self._queue_name = queue_name
-        self._queue = queue
+        self._queue_of = queue_of  # the queue each message came from
         self._fifo = fifo
 
     async def post(self, messages: Sequence[Message]) -> list[Outcome | None]:
@@ -198,7 +203,7 @@ class BatchPoster:
             if span is not None:
                 telemetry.inject(headers)
             whole, answer = await self._deliverer.post(
-                self._deliverer.path, headers, lambda_event(messages, self._queue),
+                self._deliverer.path, headers, lambda_event(messages, self._queue_of),
                 keep_body_bytes=MAX_ANSWER_BYTES)
             if span is not None:
                 telemetry.http_outcome(span, whole.status, whole.ok, whole.detail)

@@ -266,19 +266,22 @@ class Worker:
         self._change.start()
         await self._deliverer.open()
         if self.config.batch_size:
-            source = self.config.worker_queue_url if self.partitions else url  # logical queue
             self._batches = BatchPoster(self._deliverer, self.queue_name,
-                                        QueueIdentity.from_url(source, sqs.region),
-                                        fifo=self._fifo)
+                                        self._queue_identities(sqs.region), fifo=self._fifo)
         for hook in self.hooks:
             await hook.start(sqs, url)
         self.presence = Presence(sqs, self.queue_name, self._announced_status,
                                  on_drain=self.stop)
         if self._router is not None and self.partitions is not None:
+            urls = self.partitions.queue.urls
             self.receiver = PartitionedReceiver(
-                sqs, self.partitions.queue.urls, self._router,
-                wait_s=self.config.poll_wait_time,
-                visibility_timeout_s=self.config.visibility_timeout)
+                sqs, urls, self._router, wait_s=self.config.poll_wait_time,
+                visibility_timeout_s=self.config.visibility_timeout,
+                idle_poll=Receiver(sqs, urls, wait_s=self.config.poll_wait_time,
+                                   extended_wait_s=self.config.extended_poll_wait_time,
+                                   visibility_timeout_s=self.config.visibility_timeout,
+                                   presence=self.presence))
+            self.receiver.on_received = self.metrics.received_from_partition
         else:
             self.receiver = Receiver(sqs, url, wait_s=self.config.poll_wait_time,
                                      extended_wait_s=self.config.extended_poll_wait_time,
@@ -805,6 +808,19 @@ class Worker:
                                                 dead_letter_message_id=copy_id))
         return True
 
+    def _queue_identities(self, region: str) -> Callable[[Message], QueueIdentity]:
+        """What a batch's records say of each message's queue: its partition's own, on a
+        partitioned queue (Lambda's record names the queue it read the message from)."""
+        identities: dict[str, QueueIdentity] = {}
+
+        def identity(message: Message) -> QueueIdentity:
+            url = self._queues_of(message).queue_url
+            if url not in identities:
+                identities[url] = QueueIdentity.from_url(url, region)
+            return identities[url]
+
+        return identity
+
     def _queues_of(self, message: Message) -> WorkerQueues:
         """The queue a message came from, with its dead-letter queue: its partition's."""
         assert self.queues is not None
@@ -1076,4 +1092,7 @@ class Worker:
                   "concurrency_limit": self._open.limit.current,
                   "processing_avg_s": self.metrics.processing_avg_s,
                   "processed": self.metrics.processed}
+        if isinstance(self.receiver, PartitionedReceiver):  # what each partition gave
+            report["partitions"] = {name: {"received": count}
+                                    for name, count in self.receiver.received.items()}
         return status == "running", report

@@ -27,6 +27,11 @@ class WorkerMetrics:
         reg = self.registry
         self._received = Counter("conveyor_worker_messages_received", "Messages received.",
                                  q, registry=reg)
+        # With Partitions: what each partition (a queue of its own) gave, beside the total.
+        self._partition_received = Counter(
+            "conveyor_worker_partition_messages_received",
+            "Messages received, per partition of a partitioned queue (Partitions).",
+            ("queue", "partition"), registry=reg)
         self._succeeded = Counter("conveyor_worker_messages_succeeded",
                                   "Messages the app accepted (then deleted).", q, registry=reg)
         self._failed = Counter("conveyor_worker_messages_failed",
@@ -90,6 +95,10 @@ class WorkerMetrics:
     def received(self, count: int) -> None:
         """Count received messages."""
         self._received.labels(self.queue).inc(count)
+
+    def received_from_partition(self, partition: str, count: int) -> None:
+        """Count messages received from one partition (its queue's name)."""
+        self._partition_received.labels(self.queue, partition).inc(count)
 
     def succeeded(self, seconds: float) -> None:
         """Count a success and observe its processing time."""

@@ -127,8 +127,10 @@ PARTITION_OPTIONS = (
     Option("Partitions", "partitions", int, 0,
            "Read WorkerQueueURL's logical queue as this many partition queues NAME-p0 ... "
            "(NAME-p0.fifo ... for FIFO), in turn, with plain ReceiveMessage calls; idle, "
-           "one long poll of PollWaitTime at a time turns over them (a message may wait "
-           "up to Partitions x PollWaitTime); 0 = one plain queue.", 0, 64),
+           "one PollMessages of ExtendedPollWaitTime parked on all of them at once on a "
+           "Conveyor server (a message reaches the app at once), elsewhere one long poll "
+           "of PollWaitTime at a time turning over them (a message may wait up to "
+           "Partitions x PollWaitTime); 0 = one plain queue.", 0, 64),
     Option("SharedDeadLetter", "shared_dead_letter", bool, False,
            "With Partitions: one dead-letter queue NAME-dead-letter for every partition "
            "instead of one per partition (NAME-p0-dead-letter ...)."),

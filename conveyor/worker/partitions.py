@@ -8,11 +8,15 @@ never starves the others. While messages come, the receives do not wait (WaitTim
 and a partition found empty is passed over for RECHECK_EMPTY_S while others have work,
 so a backlog in one of N partitions costs about one receive per batch, not N.
 Once a whole round found every partition empty the worker is idle: it then makes one long
-poll at a time (the daemon parks its other pollers, flow.py), PollWaitTime long, on the
-next partition in turn. An idle worker thus costs 3600 / PollWaitTime calls an hour
-(180 at SQS's 20 s) whatever N is, not N times that; the price is latency: a message
-sent to an idle worker waits until the long poll reaches its partition, at most
-N × PollWaitTime (lower PollWaitTime to trade calls for latency).
+poll at a time (the daemon parks its other pollers, flow.py). On a Conveyor server that
+poll is one PollMessages parked on every partition at once (QueueUrls, service/polls.py),
+ExtendedPollWaitTime long: a message sent to any partition reaches the worker at once,
+for 3600 / ExtendedPollWaitTime calls an hour (30 at 120 s) whatever N is. Elsewhere
+(Amazon SQS, moto: PollMessages refused) it is a ReceiveMessage, PollWaitTime long, on the
+next partition in turn: still 3600 / PollWaitTime calls an hour (180 at SQS's 20 s)
+whatever N is, not N times that; the price is latency: a message sent to an idle worker
+waits until the long poll reaches its partition, at most N × PollWaitTime (lower
+PollWaitTime to trade calls for latency).
 
 Deleting and changing visibility: the daemon batches them per partition (`RoutedBatcher`),
 each entry with the partition its message came from, known by its receipt handle
@@ -37,7 +41,7 @@ from conveyor.worker.queues import (
     dead_letter_name,
     prepare_worker_queue,
 )
-from conveyor.worker.receiver import Received
+from conveyor.worker.receiver import Received, Receiver
 
 # While other partitions have messages, one found empty is looked at again this much later:
 # a message sent to it then waits at most this long, and a backlog elsewhere costs at most
@@ -151,10 +155,11 @@ class PartitionedReceiver:
     module's docstring); the daemon calls it as it calls `Receiver`."""
 
     def __init__(self, sqs: SQSClient, urls: Sequence[str], router: PartitionRouter, *,
-                 wait_s: int, visibility_timeout_s: int,
+                 wait_s: int, visibility_timeout_s: int, idle_poll: Receiver | None = None,
                  system_attributes: Sequence[str] = ("All",),
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._sqs = sqs
+        self._idle_poll = idle_poll  # PollMessages on every partition, while it is taken
         self._clock = clock
         self._urls = list(urls)
         self._router = router
@@ -166,12 +171,18 @@ class PartitionedReceiver:
         self._skip_until_s = [0.0] * len(self._urls)  # found empty: passed over until then
         names = [queue_name_from_url(url) for url in self._urls]
         self.polls = dict.fromkeys(names, 0)  # receives sent, per partition
+        self.polls_of_all = 0  # PollMessages parked on every partition at once
         self.received = dict.fromkeys(names, 0)  # messages received, per partition
+        # Called with (partition name, count) as messages come: the worker's /metrics.
+        self.on_received: Callable[[str, int], None] | None = None
 
     async def receive(self, max_messages: int) -> Received:
         """One receive from the next partition: short while messages come, long when the
         last round found every partition empty."""
         idle = self._empty_in_a_row >= len(self._urls)
+        if idle and self._idle_poll is not None and self._idle_poll.extended:
+            self.polls_of_all += 1
+            return self._note_all(await self._idle_poll.receive(max_messages))
         index = self._pick(idle)
         url = self._urls[index]
         wait_s = self._wait_s if idle else 0
@@ -183,12 +194,28 @@ class PartitionedReceiver:
         if messages:
             self._empty_in_a_row = 0
             self._skip_until_s[index] = 0.0
-            self._router.note(url, messages)
-            self.received[queue_name_from_url(url)] += len(messages)
+            self._noted(url, messages)
         else:
             self._empty_in_a_row += 1
             self._skip_until_s[index] = self._clock() + RECHECK_EMPTY_S
         return Received(messages, wait_s)
+
+    def _note_all(self, received: Received) -> Received:
+        """The answer of one poll of every partition: each message noted with its own."""
+        by_url: dict[str, list[Message]] = {}
+        for message, url in zip(received.messages, received.sources, strict=True):
+            by_url.setdefault(url, []).append(message)
+        for url, messages in by_url.items():
+            self._noted(url, messages)
+        if received.messages:
+            self._empty_in_a_row = 0  # back to quick receives, each partition in turn
+        return received
+
+    def _noted(self, url: str, messages: Sequence[Message]) -> None:
+        self._router.note(url, messages)
+        self.received[queue_name_from_url(url)] += len(messages)
+        if self.on_received is not None:
+            self.on_received(queue_name_from_url(url), len(messages))
 
     def _pick(self, idle: bool) -> int:
         """The next partition in turn, passing over those found empty lately (none when

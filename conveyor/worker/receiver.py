@@ -13,6 +13,11 @@ silent for longer than its idle timeout (nginx: 60 s). A poll that fails after i
 longer than SQS's 20 s is taken for such a cut, not for an outage: the wait is shortened
 to a few seconds less than the cuts came after (twice in a row, about as long: one cut may
 be a server that went away), and each such failure is an empty answer.
+
+Given several queues (a partitioned queue's partitions, worker/partitions.py), one
+PollMessages parks on all of them (`QueueUrls`); each message comes back with the queue it
+came from (`Received.sources`). Where PollMessages is refused, such a receiver answers
+empty: its caller then reads the queues one by one with ReceiveMessage.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from conveyor.client import Message, SQSClient, SQSError, SQSTransportError, queue_name_from_url
@@ -44,17 +49,21 @@ class Received:
 
     messages: list[Message]
     wait_s: int
+    sources: list[str] = field(default_factory=list)  # several queues: each message's URL
 
 
 class Receiver:
-    """Receives for the pollers of one worker queue (they share it)."""
+    """Receives for the pollers of one worker queue (they share it), or of several queues
+    at once with PollMessages only (`queue_url` a list: see the module's docstring)."""
 
-    def __init__(self, sqs: SQSClient, queue_url: str, *, wait_s: int, extended_wait_s: int,
-                 visibility_timeout_s: int, presence: Presence | None = None,
+    def __init__(self, sqs: SQSClient, queue_url: str | Sequence[str], *, wait_s: int,
+                 extended_wait_s: int, visibility_timeout_s: int,
+                 presence: Presence | None = None,
                  system_attributes: Sequence[str] = ("All",),
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._sqs = sqs
-        self._queue_url = queue_url
+        self._queue_urls = None if isinstance(queue_url, str) else list(queue_url)
+        self._queue_url = queue_url if isinstance(queue_url, str) else queue_url[0]
         self._wait_s = wait_s
         self._extended_wait_s = extended_wait_s
         self._visibility_timeout_s = visibility_timeout_s
@@ -98,6 +107,8 @@ class Receiver:
                 log.info("%s does not take PollMessages (%s): long polls of %ds "
                          "(ReceiveMessage) from now on", self._sqs.endpoint_url, exc.code,
                          self._wait_s)
+        if self._queue_urls is not None:
+            return Received([], 0)  # the caller reads several queues one by one
         messages = await self._sqs.receive_messages(
             self._queue_url, max_messages=max_messages, wait_time_s=self._wait_s,
             visibility_timeout_s=self._visibility_timeout_s,
@@ -107,14 +118,20 @@ class Receiver:
     async def _poll(self, max_messages: int) -> Received:
         wait_s = self._extended_wait_s
         params: dict[str, Any] = {
-            "QueueUrl": self._queue_url, "MaxNumberOfMessages": max_messages,
+            "MaxNumberOfMessages": max_messages,
             "WaitTimeSeconds": wait_s, "VisibilityTimeout": self._visibility_timeout_s,
             "MessageSystemAttributeNames": self._system_attributes,
             "MessageAttributeNames": ["All"],
         }
+        if self._queue_urls is None:
+            params["QueueUrl"] = self._queue_url
+        else:
+            params["QueueUrls"] = self._queue_urls
         announcement = self._presence.for_poll(wait_s) if self._presence else None
         if announcement is not None:
             params["Announce"] = announcement
+        if self._presence is not None:  # a drain request then answers this poll at once
+            params["WorkerId"] = self._presence.worker_id
         started = self._clock()
         try:
             answer = await self._sqs.call("PollMessages", params,
@@ -132,8 +149,12 @@ class Receiver:
         self.extension.worked()
         if announcement is not None and self._presence is not None:
             self._presence.carried(announcement, started, answer)
-        return Received([Message.from_wire(raw) for raw in answer.get("Messages") or []],
-                        wait_s)
+        elif self._presence is not None:
+            self._presence.answered(answer)
+        raw_messages = answer.get("Messages") or []
+        sources = ([raw.get("QueueUrl", self._queue_url) for raw in raw_messages]
+                   if self._queue_urls is not None else [])
+        return Received([Message.from_wire(raw) for raw in raw_messages], wait_s, sources)
 
     def _cut(self, wait_s: int, elapsed_s: float) -> None:
         """A poll was cut after `elapsed_s`: the second cut in a row after about as long

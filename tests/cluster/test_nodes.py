@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -162,3 +163,30 @@ def test_every_node_draws_the_same_charts(pair: tuple[ServerProcess, ServerProce
     overview = [re.search(r"<title>received per second[^<]*</title>",
                           Browser(n.url).get("/console").text) for n in (a, b)]
     assert overview[0] and overview[1] and overview[0].group() == overview[1].group()
+
+
+def test_a_drain_asked_on_one_node_answers_the_workers_poll_parked_on_the_other(
+        pair: tuple[ServerProcess, ServerProcess]) -> None:
+    """DrainWorker reaches a worker's PollMessages parked on another node at once, through
+    the store's NOTIFY (as a send does): the five-minute poll answers `{"Drain": true}`
+    long before the test's own, shorter, wait for it ends."""
+    a, b = pair
+    url = sqs_client(a.url).create_queue(QueueName="drained")["QueueUrl"]
+
+    def workers_call(node: ServerProcess, action: str, payload: dict,
+                     timeout_s: float = 30) -> dict:
+        headers = {"Content-Type": "application/x-amz-json-1.0",
+                   "X-Amz-Target": f"ConveyorWorkers.{action}"}
+        resp = RawClient(node.url, timeout_s=timeout_s).request(
+            "POST", "/", json.dumps(payload).encode(), headers)
+        assert resp.status == 200, resp.body
+        return resp.json()
+
+    workers_call(b, "AnnounceWorker", {"WorkerId": "w-on-b", "Queue": "drained",
+                                       "TtlSeconds": 600})
+    with ThreadPoolExecutor(1) as pool:
+        poll = pool.submit(workers_call, b, "PollMessages", {
+            "QueueUrl": url, "WaitTimeSeconds": 300, "WorkerId": "w-on-b"}, 120)
+        time.sleep(0.5)  # let it park; if it has not yet, it answers the same
+        workers_call(a, "DrainWorker", {"WorkerId": "w-on-b"})
+        assert poll.result(110) == {"Drain": True}

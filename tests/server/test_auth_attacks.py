@@ -489,3 +489,22 @@ def test_config_with_a_broken_key_policy_fails_to_start(tmp_path: Path) -> None:
         path.write_text(text)
         with pytest.raises(ConfigError):
             load(path)
+
+
+def test_a_poll_on_several_queues_needs_a_key_for_every_one(secured: ServerProcess) -> None:
+    """PollMessages with QueueUrls (ours: no AWS answer exists) keeps the rule of the SQS
+    calls for each queue it names: a key limited to `orders-*` may park on several of
+    them, not on a list that also names another queue (SQS's AccessDenied wording)."""
+    admin = client(secured)
+    orders = [admin.create_queue(QueueName=unique("orders"))["QueueUrl"] for _ in range(2)]
+    billing = admin.create_queue(QueueName=unique("billing"))["QueueUrl"]
+    raw = RawClient(secured.url, access_key=ORDERS, secret_key=ORDERS_SECRET)
+
+    def poll(urls: list[str]) -> RawResponse:
+        return raw.request("POST", "/", json.dumps({"QueueUrls": urls}).encode(),
+                           {"Content-Type": JSON_CONTENT_TYPE,
+                            "X-Amz-Target": "ConveyorWorkers.PollMessages"})
+
+    assert poll(orders).status == 200
+    assert_json_error(poll([*orders, billing]), "AccessDenied", 403)
+    assert_json_error(poll([billing, *orders]), "AccessDenied", 403)

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import signal
 import sys
 import time
 from pathlib import Path
 
+import pytest
 from aiohttp import web
 
-from tests.server.helpers import Browser
+from tests.server.helpers import Browser, RawClient
 from tests.support import ServerProcess, sqs_client
 from tests.worker.conftest import (
     Behaviour,
@@ -147,7 +149,7 @@ def test_queue_server_killed_and_restarted_loses_nothing(tmp_path, queue_name):
 
 def test_a_drain_asked_from_the_console_finishes_open_requests_and_exits(
         server, sqs, queue_name, tmp_path):
-    """The console's Drain button (DrainWorker) reaches the worker on its next announcement;
+    """The console's Drain button (DrainWorker) reaches the worker (its parked poll);
     it then drains as on SIGTERM: the open request finishes (and its message is deleted),
     nothing more is received, and the process exits 0."""
     url = make_queue(sqs, queue_name)
@@ -196,3 +198,51 @@ def _worker_rows(console, queue_name: str) -> list[str]:
     page = console.get("/console").text
     return [row for row in re.findall(r"<tr>.*?</tr>", page, re.S)
             if f">{queue_name}</a>" in row and "drain-worker" in row]
+
+
+@pytest.mark.parametrize("partitions", [0, 3])
+def test_a_drain_reaches_an_idle_worker_at_once_not_at_its_next_announcement(
+        server, sqs, queue_name, tmp_path, partitions):
+    """An idle `conveyor worker` parks five-minute polls (one PollMessages on all its
+    partitions, when partitioned) and announces itself with them every five minutes;
+    DrainWorker answers its parked poll (`"Drain": true`) and it exits 0 — within the
+    test's limit, far shorter than either interval: no timing is asserted beyond it."""
+    url = make_queue(sqs, queue_name)
+    if partitions:  # the worker makes the partitions (CreateQueue); the logical URL
+        url = url.rsplit("/", 1)[0] + "/" + queue_name + "-logical"
+    raw = RawClient(server.url)
+
+    def workers_call(action: str, payload: dict) -> dict:
+        headers = {"Content-Type": "application/x-amz-json-1.0",
+                   "X-Amz-Target": f"ConveyorWorkers.{action}"}
+        resp = raw.request("POST", "/", json.dumps(payload).encode(), headers)
+        assert resp.status == 200, resp.body
+        return resp.json()
+
+    queue = url.rsplit("/", 1)[1]
+
+    def listed() -> list[str]:
+        return [w["WorkerId"] for w in workers_call("ListWorkers", {})["Workers"]
+                if w["Queue"] == queue]
+
+    async def scenario() -> int:
+        async with recording_app() as app:
+            proc = await _start_worker_process(
+                url, app.url, tmp_path / "worker.log", "--extended-poll-wait-time", "300",
+                *(["--partitions", str(partitions)] if partitions else []))
+            try:
+                ids: list[str] = []
+                await wait_until(lambda: aio(listed), 60, "the worker listed")
+                ids = await aio(listed)
+                await wait_until(lambda: "worker started" in _log(tmp_path), 60,
+                                 "the worker polling")
+                await aio(workers_call, "DrainWorker", {"WorkerId": ids[0]})
+                return await asyncio.wait_for(proc.wait(), 120)
+            finally:
+                if proc.returncode is None:
+                    proc.kill()
+                    await proc.wait()
+
+    code = run(scenario(), timeout_s=200)
+    assert code == 0, _log(tmp_path)
+    assert "the server asked this worker to drain" in _log(tmp_path)

@@ -28,7 +28,7 @@ from conveyor.client.partitions import (
 )
 from conveyor.scale.observe import backlog_counts
 from conveyor.worker.partitions import RECHECK_EMPTY_S, PartitionedReceiver, PartitionRouter
-from tests.support import MOTO, ServerProcess, running_moto, sqs_client
+from tests.support import MOTO, ServerProcess, free_port, running_moto, sqs_client
 from tests.worker.conftest import (
     Recorded,
     aio,
@@ -256,22 +256,28 @@ def test_dead_letters_per_partition_or_shared(server, queue_name, shared):
     run(scenario())
 
 
-def test_an_idle_worker_keeps_one_long_poll_open_and_turns_it_over_every_partition(
+def _waiting(server: ServerProcess) -> float:
+    """The server's conveyor_long_polls_waiting."""
+    with urllib.request.urlopen(server.url + "/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("conveyor_long_polls_waiting"))
+
+
+def test_without_poll_messages_an_idle_worker_keeps_one_long_poll_open_and_turns_it_over(
         server, queue_name):
-    """Idle, the worker parks one long poll at a time (the server's
-    conveyor_long_polls_waiting never shows more), on each partition in turn."""
+    """Where PollMessages is not to be had (as on Amazon SQS; here turned off with
+    ExtendedPollWaitTime 0), the idle worker parks one ReceiveMessage at a time (the
+    server's conveyor_long_polls_waiting never shows more), on each partition in turn."""
     _sqs, logical = _made(server, queue_name, 4)
 
     def waiting() -> float:
-        with urllib.request.urlopen(server.url + "/metrics", timeout=5) as resp:
-            text = resp.read().decode()
-        return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-                   if line.startswith("conveyor_long_polls_waiting"))
+        return _waiting(server)
 
     async def scenario() -> tuple[dict[str, int], float]:
         most = 0.0
-        async with recording_app() as app, running_worker(logical.url, app.url,
-                                                          Partitions=4) as worker:
+        async with recording_app() as app, running_worker(
+                logical.url, app.url, Partitions=4, ExtendedPollWaitTime=0) as worker:
             receiver = worker.receiver
             assert isinstance(receiver, PartitionedReceiver)
 
@@ -425,18 +431,68 @@ def test_batch_delivery_from_every_partition(server, queue_name):
     succeeded", Lambda Developer Guide, Reporting batch item failures), each is deleted
     from the partition it came from."""
     sqs, logical = _made(server, queue_name, 3)
+    sent_to: dict[str, str] = {}
     for i in range(30):
-        sqs.send_message(QueueUrl=logical.url_for(), MessageBody=f"m{i}")
+        sent_to[f"m{i}"] = logical.url_for()
+        sqs.send_message(QueueUrl=sent_to[f"m{i}"], MessageBody=f"m{i}")
 
     async def empty(_request: Recorded) -> web.StreamResponse:
         return web.Response(status=200)
 
-    async def scenario() -> list[str]:
+    async def scenario() -> list[tuple[str, str]]:
         async with recording_app(empty) as app, running_worker(
                 logical.url, app.url, Partitions=3, BatchSize=10, HttpConnections=2):
             await wait_until(lambda: all(queue_total(sqs, u) == 0 for u in logical.urls), 60,
                              "every partition emptied")
-            return [record["body"] for r in app.requests
+            return [(record["body"], record["eventSourceARN"]) for r in app.requests
                     for record in json.loads(r.body)["Records"]]
 
-    assert sorted(run(scenario())) == sorted(f"m{i}" for i in range(30))
+    records = dict(run(scenario()))
+    assert sorted(records) == sorted(sent_to)
+    # Lambda's record names the queue the message came from ("eventSourceARN":
+    # "arn:aws:sqs:us-east-2:123456789012:my-queue" beside "awsRegion": "us-east-2",
+    # Lambda Developer Guide, the example SQS event): the partition each was sent to.
+    for body, url in sent_to.items():
+        account, name = url.rsplit("/", 2)[1:]
+        assert records[body] == f"arn:aws:sqs:us-east-1:{account}:{name}", (body, url)
+    assert len(set(sent_to.values())) == 3  # round robin: every partition named
+
+
+@pytest.mark.parametrize("count", [1, 4])
+def test_an_idle_worker_parks_one_poll_on_every_partition_and_counts_each(server, queue_name,
+                                                                          count):
+    """On a Conveyor server the idle worker parks one PollMessages on all its partitions
+    (conveyor_long_polls_waiting shows one), five minutes long: a message sent to the last
+    partition reaches the app within the test's far shorter limit, so that one poll held
+    it (turning over the partitions, it would wait for the others' polls first). The
+    worker's /metrics and /health count what each partition gave."""
+    sqs, logical = _made(server, queue_name, count)
+    names = [partition_name(queue_name, i) for i in range(count)]
+    port = free_port()
+
+    async def scenario() -> tuple[str, dict[str, Any]]:
+        async with recording_app() as app, running_worker(
+                logical.url, app.url, Partitions=count, ExtendedPollWaitTime=300,
+                StatusPort=port) as worker:
+            receiver = worker.receiver
+            assert isinstance(receiver, PartitionedReceiver)
+            await wait_until(lambda: receiver.polls_of_all >= 1, 60, "the poll of all")
+            await wait_until(lambda: aio(_waiting, server), 60, "the poll parked")
+            assert await aio(_waiting, server) == 1
+            await aio(sqs.send_message, QueueUrl=logical.urls[-1], MessageBody="to the last")
+            await wait_until(lambda: app.requests, 60, "the message at the app")
+            metrics = await aio(_get_text, f"http://127.0.0.1:{port}/metrics")
+            health = json.loads(await aio(_get_text, f"http://127.0.0.1:{port}/health"))
+            return metrics, health
+
+    metrics, health = run(scenario(), timeout_s=120)
+    labels = f'partition="{names[-1]}",queue="{queue_name}"'
+    sample = f"conveyor_worker_partition_messages_received_total{{{labels}}} 1.0"
+    assert sample in metrics, metrics
+    assert health["partitions"] == {name: {"received": int(name == names[-1])}
+                                    for name in names}
+
+
+def _get_text(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=5) as resp:
+        return resp.read().decode()
