@@ -102,8 +102,10 @@ def queues_named(action: str, request: dict[str, Any], account_id: str) -> list[
     names += [queue_name_from(url, account_id) or "" for url in urls]
     if action in ("CreateQueue", "GetQueueUrl") and isinstance(request.get("QueueName"), str):
         names.append(request["QueueName"])
-    if isinstance(request.get("Queue"), str):  # the worker registry's calls name a queue
-        names.append(request["Queue"])
+    announce = request.get("Announce")  # PollMessages carrying an AnnounceWorker request
+    for call in (request, announce if isinstance(announce, dict) else {}):
+        if isinstance(call.get("Queue"), str):  # the worker registry's calls name a queue
+            names.append(call["Queue"])
     for member in ("SourceArn", "DestinationArn"):
         if isinstance(request.get(member), str):
             arn = parse_arn(request[member])

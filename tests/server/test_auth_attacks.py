@@ -431,7 +431,7 @@ def test_policy_is_checked_on_the_query_protocol_too(secured: ServerProcess, que
 def test_queue_limited_key_reaches_only_its_queues_workers(secured: ServerProcess) -> None:
     """The worker registry (ConveyorWorkers.*) is ours, so no AWS answer exists; it keeps
     the key-policy rule of the SQS calls: a key limited to some queues may announce workers
-    and record decisions only for them, and may not drain a worker (its queue is known only
+    (also inside a PollMessages) and record decisions only for them, and may not drain a worker (its queue is known only
     to the store), with SQS's AccessDenied wording."""
     raw = RawClient(secured.url, access_key=ORDERS, secret_key=ORDERS_SECRET)
     headers = {"Content-Type": JSON_CONTENT_TYPE}
@@ -447,6 +447,9 @@ def test_queue_limited_key_reaches_only_its_queues_workers(secured: ServerProces
     assert_json_error(call("RecordScalingDecision", {"Queue": "billing", "Decision": {}}),
                       "AccessDenied", 403)
     assert_json_error(call("DrainWorker", {"WorkerId": "w-orders"}), "AccessDenied", 403)
+    poll = {"QueueUrl": f"{secured.url}/000000000000/orders-1", "WaitTimeSeconds": 0,
+            "Announce": {**worker, "Queue": "billing"}}
+    assert_json_error(call("PollMessages", poll), "AccessDenied", 403)
 
 
 # --- broken credentials get a clean answer --------------------------------------------------
