@@ -431,8 +431,8 @@ def test_policy_is_checked_on_the_query_protocol_too(secured: ServerProcess, que
 def test_queue_limited_key_reaches_only_its_queues_workers(secured: ServerProcess) -> None:
     """The worker registry (ConveyorWorkers.*) is ours, so no AWS answer exists; it keeps
     the key-policy rule of the SQS calls: a key limited to some queues may announce workers
-    (also inside a PollMessages) and record decisions only for them, and may not drain a worker (its queue is known only
-    to the store), with SQS's AccessDenied wording."""
+    (also inside a PollMessages) and record decisions only for them, and may not drain a
+    worker (its queue is known only to the store), with SQS's AccessDenied wording."""
     raw = RawClient(secured.url, access_key=ORDERS, secret_key=ORDERS_SECRET)
     headers = {"Content-Type": JSON_CONTENT_TYPE}
 
