@@ -231,16 +231,42 @@ def test_a_fifo_claim_waits_for_another_nodes_and_then_skips_its_group() -> None
     _two_nodes(scenario)
 
 
+def test_a_delete_of_a_message_another_node_holds_waits_and_deletes_it() -> None:
+    """Node a holds a message for a visibility change; node b's delete with its receipt,
+    meanwhile, waits for it and then deletes it: OK, not stale (the delete statements
+    shared between requests wait on a held row rather than skip it)."""
+    async def scenario(a: Any, b: Any) -> None:
+        queue = await a.create_queue("us-east-1", "q", ATTRIBUTES, {}, 0)
+        await a.send(queue, [message("m", NOW)], NOW, 0)
+        async with a.claim(queue, 1, NOW, NOW - FAR, NOW + 30_000, PICK) as claim:
+            [m] = claim.messages
+        async with a.hold(queue, [m.seq]) as held:
+            assert set(held.found) == {m.seq}
+            deleting = asyncio.create_task(b.delete(queue, [Handle(m.seq, m.receipt)]))
+            await _until_a_backend_waits("transactionid", "DELETE FROM conveyor_messages")
+            assert not deleting.done()
+        assert await deleting == [OK]
+        assert await _counts(a, queue, NOW - FAR) == Counts(0, 0, 0)
+
+    _two_nodes(scenario)
+
+
 async def _until_a_backend_waits_on_an_advisory_lock() -> None:
-    """Step the interleaving: return once some session waits on an advisory lock."""
+    await _until_a_backend_waits("advisory")
+
+
+async def _until_a_backend_waits(lock: str, statement: str = "") -> None:
+    """Step the interleaving: return once some session waits on a lock of the kind given
+    (running a statement that starts with `statement`)."""
     conn = await asyncpg.connect(POSTGRES_URL)
     try:
         for _ in range(1000):
             if await conn.fetchval("SELECT count(*) FROM pg_stat_activity WHERE"
-                                   " wait_event_type='Lock' AND wait_event='advisory'"):
+                                   " wait_event_type='Lock' AND wait_event=$1"
+                                   " AND starts_with(query, $2)", lock, statement):
                 return
             await asyncio.sleep(0.01)  # polling for a state, not timing anything
-        raise AssertionError("node b's claim never waited for node a's lock")
+        raise AssertionError(f"no session waited on a lock ({lock})")
     finally:
         await conn.close()
 
