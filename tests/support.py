@@ -8,11 +8,13 @@ import socket
 import ssl
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -238,3 +240,45 @@ class LongPoll:
             raise AssertionError(f"the long poll is still waiting {ANSWERED_WITHIN_S} s later: "
                                  f"nothing woke it or ended its wait") from None
         return [m["Body"] for m in answer.get("Messages", [])]
+
+
+class RecordingApp:
+    """An app that answers every request 200 and records the paths and bodies POSTed."""
+
+    def __init__(self, port: int) -> None:
+        self.posts: list[tuple[str, bytes]] = []
+        app = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                app.posts.append((self.path, body))
+                self._answer()
+
+            def do_GET(self) -> None:  # noqa: N802
+                self._answer()
+
+            def _answer(self) -> None:
+                self.send_response(200)
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"ok")
+
+            def log_message(self, *_args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def wait_for_post(self, body: bytes, path: str | None = None,
+                      timeout_s: float = 60) -> None:
+        """Until `body` was POSTed (to `path`, when given)."""
+        deadline = time.monotonic() + timeout_s
+        while not any(posted == body and path in (None, at) for at, posted in self.posts):
+            if time.monotonic() > deadline:
+                pytest.fail(f"the app got no POST {path or ''} {body!r}; it got {self.posts}")
+            time.sleep(0.05)
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

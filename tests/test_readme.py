@@ -18,16 +18,14 @@ import re
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
-from tests.support import free_port, sqs_client
+from tests.support import RecordingApp, free_port, sqs_client
 
 ROOT = Path(__file__).resolve().parent.parent
 SECTION = "## Try it with the AWS CLI and boto3"
@@ -55,42 +53,6 @@ def readme_blocks() -> list[Block]:
         until = _UNTIL.search(match["note"] or "")
         blocks.append(Block(match["lang"], match["code"], until["line"] if until else None))
     return blocks
-
-
-class App:
-    """The reader's app: answers every request 200 and records the POSTs."""
-
-    def __init__(self, port: int) -> None:
-        self.posts: list[tuple[str, bytes]] = []
-        app = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                app.posts.append((self.path, body))
-                self._answer()
-
-            def do_GET(self) -> None:  # noqa: N802
-                self._answer()
-
-            def _answer(self) -> None:
-                self.send_response(200)
-                self.send_header("Content-Length", "2")
-                self.end_headers()
-                self.wfile.write(b"ok")
-
-            def log_message(self, *_args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def wait_for_post(self, path: str, body: bytes, timeout_s: float = 60) -> None:
-        deadline = time.monotonic() + timeout_s
-        while (path, body) not in self.posts:
-            if time.monotonic() > deadline:
-                pytest.fail(f"the app got no POST {path} {body!r}; it got {self.posts}")
-            time.sleep(0.05)
 
 
 class Shell:
@@ -150,7 +112,7 @@ def _wait_closed(port: int, timeout_s: float = 30) -> None:
 
 
 @pytest.fixture
-def reader(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str], int, App]]:
+def reader(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str], int, RecordingApp]]:
     """A fresh directory with `.venv/bin/conveyor`, the environment, the server port and
     the reader's app."""
     bin_dir = tmp_path / ".venv" / "bin"
@@ -164,7 +126,7 @@ def reader(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str], int, App]]:
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE"):
         env.pop(name, None)
-    app = App(app_port)
+    app = RecordingApp(app_port)
     try:
         yield tmp_path, env, port, app
     finally:
@@ -199,7 +161,7 @@ def test_readme_examples_run_top_to_bottom(reader) -> None:
             else:
                 pytest.fail(f"a {block.lang} block in the Try-it section: run it here too")
             if "--http-path /tasks" in code:  # the worker on its own POSTs to the app
-                app.wait_for_post("/tasks", b'{"resize": 7}')
+                app.wait_for_post(b'{"resize": 7}', "/tasks")
     finally:
         shell.close()
 
@@ -218,7 +180,7 @@ def _wait_ready(port: int, timeout_s: float = 30) -> None:
 
 
 def _run_until_ready(code: str, ready: str, cwd: Path, env: dict[str, str], port: int,
-                     app: App) -> None:
+                     app: RecordingApp) -> None:
     """Run a long-running block, use what it started, then Ctrl-C it."""
     proc = subprocess.Popen(["bash", "-c", code], cwd=cwd, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
@@ -235,7 +197,7 @@ def _run_until_ready(code: str, ready: str, cwd: Path, env: dict[str, str], port
         assert ready in output and queue_url, output
         sqs_client(f"http://127.0.0.1:{port}").send_message(
             QueueUrl=queue_url[1], MessageBody=json.dumps({"from": "readme"}))
-        app.wait_for_post("/", b'{"from": "readme"}')
+        app.wait_for_post(b'{"from": "readme"}', "/")
         os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
         rest, _ = proc.communicate(timeout=60)
         assert proc.returncode == 0, output + rest

@@ -13,12 +13,11 @@ import subprocess
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
-from tests.support import free_port, sqs_client
+from tests.support import RecordingApp, free_port, sqs_client
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -93,39 +92,6 @@ class Up:
                 self.proc.wait(10)
 
 
-class App:
-    """An app that answers 200 and records the paths and bodies POSTed to it."""
-
-    def __init__(self, port: int) -> None:
-        self.posts: list[tuple[str, bytes]] = []
-        app = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-                app.posts.append((self.path, self.rfile.read(
-                    int(self.headers.get("Content-Length", 0)))))
-                self.send_response(200)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *_args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def wait_for_post(self, body: bytes, timeout_s: float = 60) -> None:
-        deadline = time.monotonic() + timeout_s
-        while not any(posted == body for _path, posted in self.posts):
-            if time.monotonic() > deadline:
-                pytest.fail(f"the app got no POST of {body!r}; it got {self.posts}")
-            time.sleep(0.05)
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
 def _refuses(port: int) -> bool:
     with socket.socket() as sock:
         return sock.connect_ex(("127.0.0.1", port)) != 0
@@ -152,7 +118,7 @@ def test_up_waits_for_the_app_runs_from_any_directory_and_scale_status_follows_i
         up.wait_for(r"waiting for your app at http://127\.0\.0\.1:\d+/ to answer "
                     r"\(connection refused\)")
         assert "ready" not in up.output  # the server is up, but no app: not ready
-        app = App(app_port)
+        app = RecordingApp(app_port)
         up.wait_for(r"conveyor up: ready")
         command = up.wait_for(r"autoscaling\s+(conveyor scale status --url \S+)")[1]
         assert command == f"conveyor scale status --url http://127.0.0.1:{status_port}"
