@@ -11,8 +11,7 @@ from html import escape
 
 from conveyor.client.partitions import split_partition_name
 from conveyor.server.console import parts
-from conveyor.service import Service
-from conveyor.store.base import Counts, QueueRecord
+from conveyor.service import Counts, QueueRecord, Service
 
 MAX_LOGICAL = 50  # logical queues counted on every view of the overview
 
