@@ -72,13 +72,11 @@ class S3Subset:
     """Answers the embedded store's requests (those whose path starts with PREFIX)."""
 
     def __init__(self, root: Path, access_keys: dict[str, AccessKey], *,
-                 max_object_bytes: int = DEFAULT_MAX_OBJECT_BYTES,
-                 buckets: tuple[str, ...] = (DEFAULT_BUCKET,)) -> None:
+                 max_object_bytes: int = DEFAULT_MAX_OBJECT_BYTES) -> None:
         self.root = root
         self.max_object_bytes = max_object_bytes
         self._keys = access_keys
-        for bucket in buckets:
-            (root / bucket).mkdir(parents=True, exist_ok=True)
+        (root / DEFAULT_BUCKET).mkdir(parents=True, exist_ok=True)
 
     @staticmethod
     def owns(path: str) -> bool:
