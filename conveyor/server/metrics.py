@@ -120,7 +120,7 @@ def _bound(bound: float) -> str:
 
 
 class ServerMetrics:
-    def __init__(self, store_figures: Figures, queue_totals: Totals = list) -> None:
+    def __init__(self, store_figures: Figures, queue_totals: Totals) -> None:
         self.registry = CollectorRegistry()
         self.requests = _RequestStats()  # requests.observe(action, outcome, seconds)
         self.registry.register(self.requests)

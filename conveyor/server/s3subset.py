@@ -72,13 +72,11 @@ class S3Subset:
     """Answers the embedded store's requests (those whose path starts with PREFIX)."""
 
     def __init__(self, root: Path, access_keys: dict[str, AccessKey], *,
-                 max_object_bytes: int = DEFAULT_MAX_OBJECT_BYTES,
-                 buckets: tuple[str, ...] = (DEFAULT_BUCKET,)) -> None:
+                 max_object_bytes: int = DEFAULT_MAX_OBJECT_BYTES) -> None:
         self.root = root
         self.max_object_bytes = max_object_bytes
         self._keys = access_keys
-        for bucket in buckets:
-            (root / bucket).mkdir(parents=True, exist_ok=True)
+        (root / DEFAULT_BUCKET).mkdir(parents=True, exist_ok=True)
 
     @staticmethod
     def owns(path: str) -> bool:
@@ -157,14 +155,17 @@ class S3Subset:
         name = _object_name(key)
         try:
             meta = json.loads((directory / (name + ".json")).read_bytes())
-            data = b"" if head else (directory / name).read_bytes()
-            size = (directory / name).stat().st_size
+            if head:
+                data, size = b"", (directory / name).stat().st_size
+            else:
+                data = (directory / name).read_bytes()
+                size = len(data)
         except FileNotFoundError:
             raise S3Error("NoSuchKey", 404, "The specified key does not exist.", key) from None
         modified = format_datetime(datetime.fromtimestamp(meta["modified"], UTC), usegmt=True)
         headers = [(b"etag", f'"{meta["etag"]}"'.encode()), (b"last-modified", modified.encode())]
         return Response(200, data, meta["content_type"].encode("latin-1"), headers,
-                        content_length=size if head else None)
+                        content_length=size)
 
     def _delete(self, bucket: str, key: str) -> Response:
         directory = self._bucket_dir(bucket)

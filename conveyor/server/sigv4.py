@@ -225,7 +225,7 @@ def _check_signed_headers(claim: Claim, headers: dict[str, str]) -> None:
                            f"signed: {', '.join(unsigned)[:200]}")
 
 
-def _check_scope(claim: Claim, now: datetime, service: str = SERVICE) -> datetime:
+def _check_scope(claim: Claim, now: datetime, service: str) -> datetime:
     try:
         signed_at = datetime.strptime(claim.amz_date, DATE_FORMAT).replace(tzinfo=UTC)
     except ValueError:

@@ -190,11 +190,16 @@ class RedriveActions(ServiceBase):
         they were looked at stay. How many moved, logged with `by` (who asked)."""
         moves: list[tuple[int, int]] = []
         ready: dict[int, QueueRecord] = {}
+        sources: dict[str, QueueRecord | None] = {}  # a source queue looked up once
         for m in messages:
             target = destination
             if target is None:
-                arn = parse_arn(m.dlq_source_arn or "")
-                target = await self.store.get_queue(arn.region, arn.name) if arn else None
+                source_arn = m.dlq_source_arn or ""
+                if source_arn not in sources:
+                    arn = parse_arn(source_arn)
+                    sources[source_arn] = (await self.store.get_queue(arn.region, arn.name)
+                                           if arn else None)
+                target = sources[source_arn]
                 if target is None:
                     raise InvalidParameterValue(
                         f"Message {m.message_id} came from no queue that exists: choose a "

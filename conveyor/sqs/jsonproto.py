@@ -24,28 +24,26 @@ def decode(target: str, body: bytes,
         own = (extensions or {}).get(prefix + ".")
         if own is None or action not in own:
             raise InvalidAction(f"Unrecognized operation: {target[:100]}")
-        request = _load(body)
-        if not isinstance(request, dict):
-            raise MalformedRequest("The request body must be a JSON object.")
-        return action, request
+        return action, _load(body)
     if not action:
         raise InvalidAction(f"Unrecognized operation: {target[:100]}")
     check = shapes.json_checker(action)  # an unknown action before a malformed body
-    request = _load(body)
-    if not isinstance(request, dict):  # AWS: MalformedInput for `[]` or `"x"` (errors.py)
-        raise MalformedRequest("The request body must be a JSON object.")
     try:
-        return action, check(request)
+        return action, check(_load(body))
     except SqsError as error:
         error.action = action
         raise
 
 
-def _load(body: bytes) -> Any:
+def _load(body: bytes) -> dict[str, Any]:
+    """The body's JSON object ({} for an empty body)."""
     try:
-        return orjson.loads(body) if body.strip() else {}
+        request = orjson.loads(body) if body.strip() else {}
     except orjson.JSONDecodeError:
         raise MalformedRequest("The request body is not valid JSON.") from None
+    if not isinstance(request, dict):  # AWS: MalformedInput for `[]` or `"x"` (errors.py)
+        raise MalformedRequest("The request body must be a JSON object.")
+    return request
 
 
 def encode(result: dict[str, Any]) -> bytes:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from html import escape
 
 from conveyor.server.console import parts
-from conveyor.service.activity import KINDS, History
+from conveyor.service.activity import KINDS, RECEIVED, History
 
 HEIGHT = 20  # the drawing's own units; CSS sizes it
 
@@ -45,7 +45,7 @@ def overview_chart(history: History | None) -> str:
     """One cell of the overview: messages received a second over the last hour."""
     if history is None:
         return '<span class="muted">—</span>'
-    return sparkline(history.per_second[KINDS[1]], "received per second", "/s")
+    return sparkline(history.per_second[KINDS[RECEIVED]], "received per second", "/s")
 
 
 def _number(value: float) -> str:

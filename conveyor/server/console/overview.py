@@ -48,7 +48,7 @@ class Overview:
                 self._table(v, rows, counts, histories, sources, holding) if rows
                 else _empty(v, wanted),
                 "</section>",
-                await partitions_section(self.service, everything),
+                await partitions_section(self.service, everything, counts),
                 await workers_section(self.service, v),
                 f'<section id="recent" data-live>{_recent(v, recent, self.service)}</section>']
         return render(200, "Queues", "\n".join(body), refresh=True, who=v.who,

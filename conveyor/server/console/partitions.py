@@ -11,8 +11,7 @@ from html import escape
 
 from conveyor.client.partitions import split_partition_name
 from conveyor.server.console import parts
-from conveyor.service import Service
-from conveyor.store.base import Counts, QueueRecord
+from conveyor.service import Counts, QueueRecord, Service
 
 MAX_LOGICAL = 50  # logical queues counted on every view of the overview
 
@@ -29,8 +28,10 @@ def logical_queues(queues: list[QueueRecord]) -> dict[tuple[str, str], list[Queu
             if len(by_index) >= 2 and set(by_index) == set(range(len(by_index)))}
 
 
-async def partitions_section(service: Service, queues: list[QueueRecord]) -> str:
-    """A table of the logical queues with their summed counts ('' when there are none)."""
+async def partitions_section(service: Service, queues: list[QueueRecord],
+                             known: dict[int, Counts]) -> str:
+    """A table of the logical queues with their summed counts ('' when there are none);
+    `known`: counts the page already has, by queue id, not asked of the store again."""
     logical = list(logical_queues(queues).items())[:MAX_LOGICAL]
     if not logical:
         return ""
@@ -38,7 +39,9 @@ async def partitions_section(service: Service, queues: list[QueueRecord]) -> str
     for (region, name), members in logical:
         total = Counts()
         for queue in members:
-            counts = await service.counts(queue)
+            counts = known.get(queue.id)
+            if counts is None:
+                counts = await service.counts(queue)
             total.visible += counts.visible
             total.in_flight += counts.in_flight
             total.delayed += counts.delayed
