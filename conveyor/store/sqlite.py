@@ -187,11 +187,6 @@ _FIFO_HEAD = (
     "SELECT seq, visible_at FROM messages INDEXED BY messages_group_seq WHERE queue_id=?"
     " AND group_id=? AND sent_ms>? ORDER BY seq LIMIT 1"
 )
-# The queue's groups in order, one index probe each (for the walk's early stop).
-_GROUP_AFTER = (
-    "SELECT group_id FROM messages INDEXED BY messages_group_seq WHERE queue_id=?"
-    " AND group_id>? ORDER BY group_id LIMIT 1"
-)
 # A queue with at most this many groups has them counted before its walk, which then stops
 # once each is known to be held or found: an empty receive on a FIFO queue whose few
 # groups are all held reads a row or two instead of the whole visible backlog.
@@ -201,8 +196,9 @@ _FIFO_RUN = (
     "SELECT seq, visible_at FROM messages INDEXED BY messages_group_seq WHERE queue_id=?"
     " AND group_id=? AND seq>=? AND sent_ms>? ORDER BY seq LIMIT ?"
 )
-# A fair receive's next group after the last one visited (group ids in order), and a
-# group's oldest visible, live messages.
+# The queue's next group after the one given (group ids in order, one index probe each:
+# a FIFO walk's early stop, a fair receive's round); and a group's oldest visible, live
+# messages.
 _NEXT_GROUP = (
     "SELECT group_id FROM messages INDEXED BY messages_group_due WHERE queue_id=?"
     " AND group_id>? ORDER BY group_id LIMIT 1"
@@ -524,7 +520,7 @@ class SqliteStore:
         """The queue's groups when there are at most _FEW_GROUPS, else None."""
         found: list[str] = []
         group = ""
-        while row := db.execute(_GROUP_AFTER, (queue_id, group)).fetchone():
+        while row := db.execute(_NEXT_GROUP, (queue_id, group)).fetchone():
             group = row[0]
             found.append(group)
             if len(found) > _FEW_GROUPS:
