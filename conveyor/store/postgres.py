@@ -334,7 +334,8 @@ class PostgresStore:
         self._settings = {"search_path": self.schema} if self.schema else {}
         self._suspect = asyncio.Event()  # a request lost its connection: is the database gone?
         self._gone_since: float | None = None  # monotonic time the outage was noticed
-        # Standard queues' sends and delete batches from concurrent requests, grouped.
+        # Standard queues' sends and claims, and delete batches, from concurrent requests,
+        # grouped.
         self._sends = Coalescer(self._send_standard, _COALESCE_MAX)
         self._deletes = Coalescer(self._delete_many, _COALESCE_MAX)
         self._claims = Coalescer(self._claim_standard, _COALESCE_MAX)
