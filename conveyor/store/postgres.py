@@ -692,12 +692,12 @@ class PostgresStore:
         async with self._conn() as db:
             while todo:
                 now: list[int] = []
+                later: list[int] = []
                 queues: set[int] = set()
                 for i in todo:
-                    if calls[i][0] not in queues:
-                        queues.add(calls[i][0])
-                        now.append(i)
-                todo = [i for i in todo if i not in now]
+                    (later if calls[i][0] in queues else now).append(i)
+                    queues.add(calls[i][0])
+                todo = later
                 rows = await db.fetch(_CLAIM, *[list(c) for c in zip(*(calls[i] for i in now),
                                                                     strict=True)])
                 for row in sorted(rows, key=lambda r: (r[0], r[1], r[2])):
