@@ -477,13 +477,19 @@ class SqliteStore:
         walk = db.execute(_FIFO_WALK, {"q": queue_id, "now": now_ms, "cutoff": cutoff_ms,
                                        "scan": picking.fifo_scan})
         heads: dict[str, int | None] = {}
+
+        def look_up_head(group_id: str) -> tuple[int, int] | None:
+            """The group's head (seq, visible_at), its seq noted in `heads`."""
+            row = db.execute(_FIFO_HEAD, (queue_id, group_id, cutoff_ms)).fetchone()
+            heads[group_id] = row[0] if row else None
+            return row
+
         undecided = -1  # how many available groups the walk has yet to meet, when known
         few = self._few_groups(db, queue_id)
         if few is not None:
             undecided = 0
             for group_id in few:
-                row = db.execute(_FIFO_HEAD, (queue_id, group_id, cutoff_ms)).fetchone()
-                heads[group_id] = row[0] if row else None
+                row = look_up_head(group_id)
                 undecided += row is not None and row[1] <= now_ms
             if not undecided:
                 walk.close()
@@ -493,8 +499,7 @@ class SqliteStore:
             nonlocal undecided
             for seq, group_id, visible_at in walk:
                 if group_id not in heads:
-                    row = db.execute(_FIFO_HEAD, (queue_id, group_id, cutoff_ms)).fetchone()
-                    heads[group_id] = row[0] if row else None
+                    look_up_head(group_id)
                 head = heads[group_id]
                 yield seq, group_id, visible_at, head
                 if seq == head:
