@@ -113,8 +113,12 @@ class PartitionedQueue:
     @property
     def urls(self) -> list[str]:
         """The partitions' queue URLs, in index order."""
+        return [self.partition_url(i) for i in range(self.count)]
+
+    def partition_url(self, index: int) -> str:
+        """Partition `index`'s queue URL."""
         base = self.url.rstrip("/").rsplit("/", 1)[0]
-        return [f"{base}/{name}" for name in self.names]
+        return f"{base}/{partition_name(self.name, index)}"
 
     def index_for(self, key: str | None = None, *, group_id: str | None = None) -> int:
         """The partition for a message: by `key`, else by `group_id`, else round robin
@@ -131,7 +135,7 @@ class PartitionedQueue:
     def url_for(self, key: str | None = None, *, group_id: str | None = None) -> str:
         """The URL to send a message to (see index_for): for apps that send with boto3,
         `sqs.send_message(QueueUrl=jobs.url_for(group_id=g), MessageGroupId=g, ...)`."""
-        return self.urls[self.index_for(key, group_id=group_id)]
+        return self.partition_url(self.index_for(key, group_id=group_id))
 
 
 class PartitionedProducer:

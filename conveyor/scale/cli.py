@@ -13,6 +13,7 @@ import click
 
 from conveyor import logs
 from conveyor._click import HTTP_URL
+from conveyor.client.partitions import MAX_PARTITIONS
 from conveyor.scale.policy import (
     BacklogPolicy,
     BacklogSettings,
@@ -47,7 +48,7 @@ def scale_group() -> None:
 
 @scale_group.command("run")
 @click.option("--queue-url", required=True, type=HTTP_URL, help="The worker queue to watch.")
-@click.option("--partitions", type=click.IntRange(0, 64), default=0, show_default=True,
+@click.option("--partitions", type=click.IntRange(0, MAX_PARTITIONS), default=0, show_default=True,
               envvar="CONVEYOR_PARTITIONS",
               help="The queue is a logical queue of this many partitions (the workers' "
               "Partitions): the backlog is theirs added up; 0 = a plain queue.")

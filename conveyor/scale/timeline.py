@@ -14,11 +14,11 @@ from typing import Any
 
 from conveyor.client import SQSClient, SQSError, SQSTransportError
 from conveyor.runtime.extensions import Extension
+from conveyor.runtime.presence import TARGET_PREFIX
 from conveyor.scale.policy import Decision
 
 log = logging.getLogger(__name__)
 
-TARGET_PREFIX = "ConveyorWorkers."
 CALL_TIMEOUT_S = 5.0
 
 

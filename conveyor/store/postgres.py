@@ -249,17 +249,26 @@ _FIFO_RUNS = (
     " AND sent_ms>$4 ORDER BY seq LIMIT $5) r ORDER BY g.n, r.seq"
 )
 _FIFO_WALK_PAGE = 100  # walk rows per round trip
-# The queue's first $3 + 1 groups (a loose index scan) with their heads' visible_at: a
-# queue with few groups knows before its walk how many are available, and none means an
-# empty receive without a walk through the held groups' visible backlog.
+
+
+def _groups_in_order(first: str, more: str) -> str:
+    """A loose index scan of a queue's ($1) groups in order, one probe each: the CTE g
+    (group_id, n) from the first group with `first`, while `more` (of g.n) holds."""
+    return (
+        "WITH RECURSIVE g(group_id, n) AS ("
+        f" (SELECT group_id, 1 FROM conveyor_messages WHERE queue_id=$1 AND {first}"
+        "  ORDER BY group_id LIMIT 1)"
+        " UNION ALL SELECT (SELECT m.group_id FROM conveyor_messages m WHERE m.queue_id=$1"
+        "  AND m.group_id>g.group_id ORDER BY m.group_id LIMIT 1), g.n+1 FROM g"
+        f"  WHERE g.group_id IS NOT NULL AND {more})"
+    )
+
+
+# The queue's first $3 + 1 groups with their heads' visible_at: a queue with few groups
+# knows before its walk how many are available, and none means an empty receive without a
+# walk through the held groups' visible backlog.
 _FEW_GROUPS = 16
-_FIFO_GROUP_HEADS = (
-    "WITH RECURSIVE g(group_id, n) AS ("
-    " (SELECT group_id, 1 FROM conveyor_messages WHERE queue_id=$1 AND group_id IS NOT NULL"
-    "  ORDER BY group_id LIMIT 1)"
-    " UNION ALL SELECT (SELECT m.group_id FROM conveyor_messages m WHERE m.queue_id=$1"
-    "  AND m.group_id>g.group_id ORDER BY m.group_id LIMIT 1), g.n+1 FROM g"
-    "  WHERE g.group_id IS NOT NULL AND g.n<=$3)"
+_FIFO_GROUP_HEADS = _groups_in_order("group_id IS NOT NULL", "g.n<=$3") + (
     " SELECT g.group_id, h.visible_at FROM g LEFT JOIN LATERAL (SELECT visible_at FROM"
     " conveyor_messages WHERE queue_id=$1 AND group_id=g.group_id AND sent_ms>$2"
     " ORDER BY seq LIMIT 1) h ON true WHERE g.group_id IS NOT NULL"
@@ -267,15 +276,9 @@ _FIFO_GROUP_HEADS = (
 _HAS_GROUPS = (
     "SELECT 1 FROM conveyor_messages WHERE queue_id=$1 AND group_id IS NOT NULL LIMIT 1"
 )
-# A fair receive's groups after $2 in order (a loose index scan: one probe per group), at
-# most $6, each with up to $5 of its oldest visible, live messages not held elsewhere.
-_FAIR_GROUPS = (
-    "WITH RECURSIVE g(group_id, n) AS ("
-    " (SELECT group_id, 1 FROM conveyor_messages WHERE queue_id=$1 AND group_id>$2"
-    "  ORDER BY group_id LIMIT 1)"
-    " UNION ALL SELECT (SELECT m.group_id FROM conveyor_messages m WHERE m.queue_id=$1"
-    "  AND m.group_id>g.group_id ORDER BY m.group_id LIMIT 1), g.n+1 FROM g"
-    "  WHERE g.group_id IS NOT NULL AND g.n<$6)"
+# A fair receive's groups after $2 in order, at most $6, each with up to $5 of its oldest
+# visible, live messages not held elsewhere.
+_FAIR_GROUPS = _groups_in_order("group_id>$2", "g.n<$6") + (
     " SELECT g.n, g.group_id, r.seq FROM g CROSS JOIN LATERAL (SELECT seq, visible_at"
     " FROM conveyor_messages WHERE queue_id=$1 AND group_id=g.group_id AND visible_at<=$3"
     " AND sent_ms>$4 ORDER BY visible_at LIMIT $5 FOR UPDATE SKIP LOCKED) r"
@@ -334,7 +337,8 @@ class PostgresStore:
         self._settings = {"search_path": self.schema} if self.schema else {}
         self._suspect = asyncio.Event()  # a request lost its connection: is the database gone?
         self._gone_since: float | None = None  # monotonic time the outage was noticed
-        # Standard queues' sends and delete batches from concurrent requests, grouped.
+        # Standard queues' sends and claims, and delete batches, from concurrent requests,
+        # grouped.
         self._sends = Coalescer(self._send_standard, _COALESCE_MAX)
         self._deletes = Coalescer(self._delete_many, _COALESCE_MAX)
         self._claims = Coalescer(self._claim_standard, _COALESCE_MAX)
@@ -691,12 +695,12 @@ class PostgresStore:
         async with self._conn() as db:
             while todo:
                 now: list[int] = []
+                later: list[int] = []
                 queues: set[int] = set()
                 for i in todo:
-                    if calls[i][0] not in queues:
-                        queues.add(calls[i][0])
-                        now.append(i)
-                todo = [i for i in todo if i not in now]
+                    (later if calls[i][0] in queues else now).append(i)
+                    queues.add(calls[i][0])
+                todo = later
                 rows = await db.fetch(_CLAIM, *[list(c) for c in zip(*(calls[i] for i in now),
                                                                     strict=True)])
                 for row in sorted(rows, key=lambda r: (r[0], r[1], r[2])):

@@ -187,11 +187,6 @@ _FIFO_HEAD = (
     "SELECT seq, visible_at FROM messages INDEXED BY messages_group_seq WHERE queue_id=?"
     " AND group_id=? AND sent_ms>? ORDER BY seq LIMIT 1"
 )
-# The queue's groups in order, one index probe each (for the walk's early stop).
-_GROUP_AFTER = (
-    "SELECT group_id FROM messages INDEXED BY messages_group_seq WHERE queue_id=?"
-    " AND group_id>? ORDER BY group_id LIMIT 1"
-)
 # A queue with at most this many groups has them counted before its walk, which then stops
 # once each is known to be held or found: an empty receive on a FIFO queue whose few
 # groups are all held reads a row or two instead of the whole visible backlog.
@@ -201,8 +196,9 @@ _FIFO_RUN = (
     "SELECT seq, visible_at FROM messages INDEXED BY messages_group_seq WHERE queue_id=?"
     " AND group_id=? AND seq>=? AND sent_ms>? ORDER BY seq LIMIT ?"
 )
-# A fair receive's next group after the last one visited (group ids in order), and a
-# group's oldest visible, live messages.
+# The queue's next group after the one given (group ids in order, one index probe each:
+# a FIFO walk's early stop, a fair receive's round); and a group's oldest visible, live
+# messages.
 _NEXT_GROUP = (
     "SELECT group_id FROM messages INDEXED BY messages_group_due WHERE queue_id=?"
     " AND group_id>? ORDER BY group_id LIMIT 1"
@@ -481,13 +477,19 @@ class SqliteStore:
         walk = db.execute(_FIFO_WALK, {"q": queue_id, "now": now_ms, "cutoff": cutoff_ms,
                                        "scan": picking.fifo_scan})
         heads: dict[str, int | None] = {}
+
+        def look_up_head(group_id: str) -> tuple[int, int] | None:
+            """The group's head (seq, visible_at), its seq noted in `heads`."""
+            row = db.execute(_FIFO_HEAD, (queue_id, group_id, cutoff_ms)).fetchone()
+            heads[group_id] = row[0] if row else None
+            return row
+
         undecided = -1  # how many available groups the walk has yet to meet, when known
         few = self._few_groups(db, queue_id)
         if few is not None:
             undecided = 0
             for group_id in few:
-                row = db.execute(_FIFO_HEAD, (queue_id, group_id, cutoff_ms)).fetchone()
-                heads[group_id] = row[0] if row else None
+                row = look_up_head(group_id)
                 undecided += row is not None and row[1] <= now_ms
             if not undecided:
                 walk.close()
@@ -497,8 +499,7 @@ class SqliteStore:
             nonlocal undecided
             for seq, group_id, visible_at in walk:
                 if group_id not in heads:
-                    row = db.execute(_FIFO_HEAD, (queue_id, group_id, cutoff_ms)).fetchone()
-                    heads[group_id] = row[0] if row else None
+                    look_up_head(group_id)
                 head = heads[group_id]
                 yield seq, group_id, visible_at, head
                 if seq == head:
@@ -524,7 +525,7 @@ class SqliteStore:
         """The queue's groups when there are at most _FEW_GROUPS, else None."""
         found: list[str] = []
         group = ""
-        while row := db.execute(_GROUP_AFTER, (queue_id, group)).fetchone():
+        while row := db.execute(_NEXT_GROUP, (queue_id, group)).fetchone():
             group = row[0]
             found.append(group)
             if len(found) > _FEW_GROUPS:
