@@ -104,7 +104,7 @@ class Handle:
 
 
 # Outcomes of one handle in delete / change-visibility, mapped to SQS errors above.
-OK, STALE, NOT_IN_FLIGHT = "ok", "stale", "not_in_flight"
+OK, STALE = "ok", "stale"
 
 # A queue's live messages by (due: visible_at <= now, received: receive_count > 0).
 Tally = dict[tuple[bool, bool], int]

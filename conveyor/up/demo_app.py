@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections import Counter
 from collections.abc import Callable
 
 import orjson
@@ -30,7 +29,6 @@ class DemoApp:
 
     def __init__(self, printer: Printer = print) -> None:
         self._print = printer
-        self.attempts: Counter[str] = Counter()
         self.done: set[str] = set()
 
     def application(self) -> web.Application:
@@ -44,7 +42,6 @@ class DemoApp:
         job = orjson.loads(await request.read() or b"{}")
         msg_id = request.headers.get("X-Aws-Sqsd-Msgid", "?")
         attempt = int(request.headers.get("X-Aws-Sqsd-Receive-Count", "1"))
-        self.attempts[msg_id] += 1
         label = f"{job.get('task', 'job')} #{msg_id[:8]} (attempt {attempt})"
         await asyncio.sleep(float(job.get("seconds", random.uniform(0.05, 0.3))))
         if job.get("always_fail") or attempt <= int(job.get("fail_times", 0)):
