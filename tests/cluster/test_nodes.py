@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.server.helpers import RawClient, advance_clock
+from tests.server.helpers import Browser, RawClient, advance_clock
 from tests.server.test_workers_api import workers_call
 from tests.support import (
     POSTGRES_URL,
@@ -136,10 +137,6 @@ def test_nodes_with_skewed_clocks_agree_on_delays_and_visibility(tmp_path: Path)
 def test_every_node_draws_the_same_charts(pair: tuple[ServerProcess, ServerProcess]) -> None:
     """Sent on one node, received and deleted on the other: each node's console charts
     count both nodes' work (the counts meet in the store), so the two pages agree."""
-    import re
-
-    from tests.server.helpers import Browser
-
     a, b = pair
     url = sqs_client(a.url).create_queue(QueueName="charted")["QueueUrl"]
     for i in range(6):
