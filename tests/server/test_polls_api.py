@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import threading
-import time
 import urllib.request
 import uuid
 from typing import Any
 
 import pytest
 
-from tests.server.helpers import RawClient, assert_json_error
+from tests.server.helpers import RawClient, assert_json_error, wait_for
 from tests.server.test_workers_api import listed, workers_call
 from tests.support import ServerProcess
 
@@ -33,9 +32,8 @@ def test_a_poll_longer_than_20_s_gets_a_message_sent_while_it_waits(
     try:
         # The announcement is recorded before the poll parks: once it is listed, the poll
         # is (about to be) parked, and the message is sent to a waiting receiver.
-        deadline = time.monotonic() + 30
-        while worker_id not in listed(raw) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_for(lambda: worker_id in listed(raw), timeout_s=30, interval_s=0.05,
+                 what="the poll's announcement")
         assert listed(raw)[worker_id]["Status"] == {"status": "ok"}
         sqs.send_message(QueueUrl=url, MessageBody="wake up")
     finally:
