@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 import urllib.request
 import uuid
 from typing import Any
@@ -106,6 +107,7 @@ def test_a_poll_on_several_queues_answers_with_a_message_sent_to_any_of_them(
         "QueueUrls": urls, "WaitTimeSeconds": 120, "MaxNumberOfMessages": 10})))
     poll.start()
     try:
+        time.sleep(0.5)  # let it park; if it has not yet, it answers the same
         sqs.send_message(QueueUrl=urls[2], MessageBody="to the third")
     finally:
         poll.join(100)
@@ -186,6 +188,7 @@ def test_a_drain_request_answers_the_workers_parked_poll(raw: RawClient,
         "QueueUrl": url, "WaitTimeSeconds": 300, "WorkerId": worker_id})))
     poll.start()
     try:
+        time.sleep(0.5)  # let it park; if it has not yet, it answers the same
         assert workers_call(raw, "DrainWorker", {"WorkerId": worker_id}).status == 200
     finally:
         poll.join(110)
