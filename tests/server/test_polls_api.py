@@ -155,7 +155,9 @@ def test_bad_queue_lists_are_refused(raw: RawClient, make_queue: Any, queue_urls
     """A bad QueueUrls gets a clear SQS error, never a trace: the codes are those the SQS
     API reference gives ReceiveMessage for a missing or invalid parameter and an unknown
     queue (MissingParameter, InvalidParameterValue; QueueDoesNotExist, whose Query code
-    is AWS.SimpleQueueService.NonExistentQueue in botocore's model)."""
+    is AWS.SimpleQueueService.NonExistentQueue: botocore's functional test
+    test_query_compatible_error_parsing stubs it so; the venv's model does not carry
+    Query codes)."""
     url = make_queue()
     if isinstance(queue_urls, list):
         queue_urls = [u.format(url) if isinstance(u, str) else u for u in queue_urls]
