@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -10,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.server.helpers import RawClient, advance_clock
+from tests.server.helpers import Browser, RawClient, advance_clock
+from tests.server.test_workers_api import workers_call
 from tests.support import (
     POSTGRES_URL,
     LongPoll,
@@ -30,6 +32,13 @@ def pair(tmp_path: Path) -> Iterator[tuple[ServerProcess, ServerProcess]]:
     yield a, b
     a.stop()
     b.stop()
+
+
+def _workers(node: ServerProcess, action: str, payload: dict, timeout_s: float = 30) -> dict:
+    """A ConveyorWorkers call to `node` that must succeed; its answer."""
+    resp = workers_call(RawClient(node.url, timeout_s=timeout_s), action, payload)
+    assert resp.status == 200, resp.body
+    return resp.json()
 
 
 def test_a_send_on_one_node_wakes_a_long_poll_on_the_other(pair: tuple[ServerProcess,
@@ -58,16 +67,9 @@ def test_queues_leases_and_workers_are_shared(pair: tuple[ServerProcess, ServerP
     assert acquire(a, "leader-a") == 200
     assert acquire(b, "leader-b") == 400  # held through node a
 
-    def workers_call(node: ServerProcess, action: str, payload: dict) -> dict:
-        headers = {"Content-Type": "application/x-amz-json-1.0",
-                   "X-Amz-Target": f"ConveyorWorkers.{action}"}
-        resp = RawClient(node.url).request("POST", "/", json.dumps(payload).encode(), headers)
-        assert resp.status == 200, resp.body
-        return resp.json()
-
-    workers_call(a, "AnnounceWorker", {"WorkerId": "w-on-a", "Queue": "shared",
-                                       "TtlSeconds": 30})
-    listed = workers_call(b, "ListWorkers", {})["Workers"]
+    _workers(a, "AnnounceWorker", {"WorkerId": "w-on-a", "Queue": "shared",
+                                   "TtlSeconds": 30})
+    listed = _workers(b, "ListWorkers", {})["Workers"]
     assert [w["WorkerId"] for w in listed] == ["w-on-a"]  # announced to a, listed by b
 
 
@@ -135,10 +137,6 @@ def test_nodes_with_skewed_clocks_agree_on_delays_and_visibility(tmp_path: Path)
 def test_every_node_draws_the_same_charts(pair: tuple[ServerProcess, ServerProcess]) -> None:
     """Sent on one node, received and deleted on the other: each node's console charts
     count both nodes' work (the counts meet in the store), so the two pages agree."""
-    import re
-
-    from tests.server.helpers import Browser
-
     a, b = pair
     url = sqs_client(a.url).create_queue(QueueName="charted")["QueueUrl"]
     for i in range(6):
@@ -173,20 +171,11 @@ def test_a_drain_asked_on_one_node_answers_the_workers_poll_parked_on_the_other(
     a, b = pair
     url = sqs_client(a.url).create_queue(QueueName="drained")["QueueUrl"]
 
-    def workers_call(node: ServerProcess, action: str, payload: dict,
-                     timeout_s: float = 30) -> dict:
-        headers = {"Content-Type": "application/x-amz-json-1.0",
-                   "X-Amz-Target": f"ConveyorWorkers.{action}"}
-        resp = RawClient(node.url, timeout_s=timeout_s).request(
-            "POST", "/", json.dumps(payload).encode(), headers)
-        assert resp.status == 200, resp.body
-        return resp.json()
-
-    workers_call(b, "AnnounceWorker", {"WorkerId": "w-on-b", "Queue": "drained",
-                                       "TtlSeconds": 600})
+    _workers(b, "AnnounceWorker", {"WorkerId": "w-on-b", "Queue": "drained",
+                                   "TtlSeconds": 600})
     with ThreadPoolExecutor(1) as pool:
-        poll = pool.submit(workers_call, b, "PollMessages", {
+        poll = pool.submit(_workers, b, "PollMessages", {
             "QueueUrl": url, "WaitTimeSeconds": 300, "WorkerId": "w-on-b"}, 120)
         time.sleep(0.5)  # let it park; if it has not yet, it answers the same
-        workers_call(a, "DrainWorker", {"WorkerId": "w-on-b"})
+        _workers(a, "DrainWorker", {"WorkerId": "w-on-b"})
         assert poll.result(110) == {"Drain": True}

@@ -76,7 +76,8 @@ def blobs(request, strict_server) -> BlobTarget:
 
 @pytest.fixture
 def strict_sqs(strict_server) -> Any:
-    """boto3 on a strict server: SQS's real 256 KiB MaximumMessageSize."""
+    """boto3 on a strict server: SQS's real default MaximumMessageSize, 1 MiB (botocore's
+    SQS model: "Default: 1,048,576 bytes (1 MiB)")."""
     return sqs_client(strict_server.url)
 
 

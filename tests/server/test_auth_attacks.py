@@ -43,6 +43,7 @@ from tests.server.helpers import (
     raises_sqs,
     unique,
 )
+from tests.server.test_workers_api import workers_call
 from tests.support import ServerProcess
 
 ADMIN, ADMIN_SECRET = "AKIDADMIN", "admin/secret+1"
@@ -434,11 +435,9 @@ def test_queue_limited_key_reaches_only_its_queues_workers(secured: ServerProces
     (also inside a PollMessages) and record decisions only for them, and may not drain a
     worker (its queue is known only to the store), with SQS's AccessDenied wording."""
     raw = RawClient(secured.url, access_key=ORDERS, secret_key=ORDERS_SECRET)
-    headers = {"Content-Type": JSON_CONTENT_TYPE}
 
     def call(action: str, payload: dict[str, Any]) -> RawResponse:
-        return raw.request("POST", "/", json.dumps(payload).encode(),
-                           {**headers, "X-Amz-Target": f"ConveyorWorkers.{action}"})
+        return workers_call(raw, action, payload)
 
     worker = {"WorkerId": "w-orders", "TtlSeconds": 30}
     assert call("AnnounceWorker", {**worker, "Queue": "orders-1"}).status == 200
@@ -504,9 +503,7 @@ def test_a_poll_on_several_queues_needs_a_key_for_every_one(secured: ServerProce
     raw = RawClient(secured.url, access_key=ORDERS, secret_key=ORDERS_SECRET)
 
     def poll(urls: list[str]) -> RawResponse:
-        return raw.request("POST", "/", json.dumps({"QueueUrls": urls}).encode(),
-                           {"Content-Type": JSON_CONTENT_TYPE,
-                            "X-Amz-Target": "ConveyorWorkers.PollMessages"})
+        return workers_call(raw, "PollMessages", {"QueueUrls": urls})
 
     assert poll(orders).status == 200
     assert_json_error(poll([*orders, billing]), "AccessDenied", 403)

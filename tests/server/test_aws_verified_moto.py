@@ -115,7 +115,10 @@ def test_send_message_batch_errors(strict_sqs: Any, make_strict_queue: QueueFact
                                    entries: list[dict[str, Any]], code: str,
                                    message: str) -> None:
     """(test_send_message_batch_errors, on a server with SQS's own limits; only the first
-    repeated Id is named.) The codes are the model's, as the test's messages imply."""
+    repeated Id is named.) The codes are the Query codes AWS's own iOS SDK maps these
+    errors from (aws-amplify/aws-sdk-ios, AWSSQS/AWSSQSService.m, errorCodeDictionary);
+    the botocore model in the venv (1.44.x) no longer carries them. The Ballerina
+    connector's tests against SQS show BatchEntryIdsNotDistinct with "Id idA repeated."."""
     with raises_sqs(code) as caught:
         strict_sqs.send_message_batch(QueueUrl=make_strict_queue(), Entries=entries)
     assert caught[0].response["Error"]["Message"] == message

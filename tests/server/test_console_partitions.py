@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import re
-import uuid
 from typing import Any
 
 from conveyor.client.partitions import partition_name
-from tests.server.helpers import RawClient
+from tests.server.helpers import RawClient, unique
 
 
 def _partitioned_rows(page: str) -> list[list[str]]:
@@ -19,7 +18,7 @@ def _partitioned_rows(page: str) -> list[list[str]]:
 
 
 def test_overview_adds_up_the_partitions_of_a_logical_queue(sqs: Any, raw: RawClient) -> None:
-    name = "con-part-" + uuid.uuid4().hex[:8]
+    name = unique("con-part")
     urls = [sqs.create_queue(QueueName=partition_name(name, i))["QueueUrl"] for i in range(3)]
     for url, count in zip(urls, (2, 0, 3), strict=True):
         for _ in range(count):
@@ -27,7 +26,7 @@ def test_overview_adds_up_the_partitions_of_a_logical_queue(sqs: Any, raw: RawCl
     sqs.receive_message(QueueUrl=urls[2], VisibilityTimeout=600)  # one in flight
     sqs.send_message(QueueUrl=urls[0], MessageBody="later", DelaySeconds=600)
     # p1 of this one is missing: not a partitioned queue, only two queues with odd names
-    broken = "con-gap-" + uuid.uuid4().hex[:8]
+    broken = unique("con-gap")
     for i in (0, 2):
         sqs.create_queue(QueueName=partition_name(broken, i))
 

@@ -318,11 +318,7 @@ def test_a_long_poll_does_not_stall_behind_dead_letters(sqs: Any, server: Server
     """A receive whose claim only moved messages to the dead-letter queue returns the next
     visible message at once instead of waiting out its WaitTimeSeconds (issue 21: filling
     a 3,000-message dead-letter queue took 2.5 minutes of empty polls)."""
-    dlq = make_queue()
-    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])[
-        "Attributes"]["QueueArn"]
-    url = make_queue(RedrivePolicy=json.dumps({"deadLetterTargetArn": dlq_arn,
-                                               "maxReceiveCount": 1}))
+    url, _ = _pair(make_queue, max_receive_count=1)
     sqs.send_message(QueueUrl=url, MessageBody="spent")
     first = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=1, VisibilityTimeout=0)
     assert [m["Body"] for m in first["Messages"]] == ["spent"]  # visible again, first in line

@@ -33,7 +33,11 @@ def test_a_group_on_a_standard_queue_is_kept_and_returned(sqs: Any, raw: RawClie
 
 def test_a_bad_group_on_a_standard_queue_is_refused(sqs: Any, make_queue: QueueFactory) -> None:
     """Validated as on a FIFO queue (SQS Developer Guide, message quotas: "Valid values:
-    alphanumeric characters and punctuation", 128 characters)."""
+    alphanumeric characters and punctuation", 128 characters). The message is AWS's wording
+    for a bad MessageGroupId as public reports quote it (serverless-nextjs/serverless-next.js
+    #1616, with HTTP 400, Code InvalidParameterValue, Type Sender; LeanerCloud/AutoSpotting
+    #470); none of them is of a standard queue, so that AWS refuses it there too is our
+    reading of the quotas page."""
     url = make_queue()
     with raises_sqs("InvalidParameterValue") as caught:
         sqs.send_message(QueueUrl=url, MessageBody="m", MessageGroupId="a b")

@@ -13,7 +13,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.server.conftest import Launcher, QueueFactory
-from tests.server.helpers import RawClient, unique
+from tests.server.helpers import RawClient, queue_name_of, unique
 from tests.support import ServerProcess, free_port, sqs_client
 
 
@@ -203,7 +203,7 @@ def test_json_logs_say_what_happened_to_each_message(launch: Launcher) -> None:
 def test_metrics_count_messages_per_queue_as_the_console_charts_them(
         server: ServerProcess, sqs: Any, make_queue: QueueFactory) -> None:
     url = make_queue(prefix="activity")
-    name = url.rsplit("/", 1)[-1]
+    name = queue_name_of(url)
     sqs.send_message_batch(QueueUrl=url, Entries=[
         {"Id": str(i), "MessageBody": "m"} for i in range(3)])
     got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=2)["Messages"]

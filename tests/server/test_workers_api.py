@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.server.helpers import RawClient, assert_json_error
+from tests.server.helpers import RawClient, assert_json_error, unique
 
 
 def workers_call(raw: RawClient, action: str, payload: Any, prefix: str = "ConveyorWorkers."
@@ -85,10 +85,7 @@ def test_a_drain_request_rides_back_on_the_next_announcement(raw: RawClient) -> 
     assert _announce(raw, worker_id) == {"Drain": True}
     assert _announce(raw, other) == {}  # only the one asked
 
-    queue = raw.request("POST", "/", json.dumps({"QueueName": f"poll-{uuid.uuid4().hex[:8]}"}
-                                                ).encode(),
-                        {"Content-Type": "application/x-amz-json-1.0",
-                         "X-Amz-Target": "AmazonSQS.CreateQueue"}).json()["QueueUrl"]
+    queue = raw.json_call("CreateQueue", {"QueueName": unique("poll")}).json()["QueueUrl"]
     poll = workers_call(raw, "PollMessages", {
         "QueueUrl": queue, "WaitTimeSeconds": 0,
         "Announce": {"WorkerId": worker_id, "Queue": "jobs", "TtlSeconds": 30, "Status": {}}})

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from conveyor.service.activity import DELETED, MINUTE_MS, MINUTES, RECEIVED, SENT, Activity
+from conveyor.service.activity import (
+    DELETED,
+    MINUTE_MS,
+    MINUTES,
+    RECEIVED,
+    SENT,
+    Activity,
+    History,
+)
 
 T0 = 1_700_000_000_000 // MINUTE_MS * MINUTE_MS  # a minute's start
 
@@ -57,8 +65,6 @@ def test_the_least_recently_active_queue_goes_first() -> None:
 def test_a_shared_store_gets_each_count_once_and_draws_what_it_adds_up() -> None:
     """With a shared store, what a node counted is handed over once (take_unsaved), kept
     for a retry within the hour (give_back), and rows from every node read as one hour."""
-    from conveyor.service.activity import History
-
     activity = Activity()
     activity.shared = True
     activity.count(1, "r", "q", SENT, 60, T0)

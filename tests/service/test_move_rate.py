@@ -18,11 +18,11 @@ def test_rate_one_moves_four_messages_over_three_seconds_of_the_clock(tmp_path: 
     however often the mover runs in between; then the task completes having moved 4."""
     async def scenario(sqs: Sqs) -> None:
         dlq = await sqs.create("dlq")
+        dlq_arn = await sqs.arn(dlq)
         await sqs.create("source", RedrivePolicy=json.dumps(
-            {"deadLetterTargetArn": await sqs.arn(dlq), "maxReceiveCount": 1}))
+            {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 1}))
         target = await sqs.create("target")
         await sqs.send(dlq, "m0", "m1", "m2", "m3")
-        dlq_arn = await sqs.arn(dlq)
         await sqs.call("StartMessageMoveTask", SourceArn=dlq_arn,
                        DestinationArn=await sqs.arn(target), MaxNumberOfMessagesPerSecond=1)
         moved = []

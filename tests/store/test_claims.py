@@ -224,7 +224,7 @@ def test_a_fifo_claim_waits_for_another_nodes_and_then_skips_its_group() -> None
         async with a.claim(queue, 1, NOW, NOW - FAR, NOW + 30_000, PICK) as claim:
             assert [m.body for m in claim.messages] == ["g-1"]
             waiting = asyncio.create_task(claim_on_b())
-            await _until_a_backend_waits_on_an_advisory_lock()
+            await _until_a_backend_waits("advisory")
             assert not waiting.done()
         assert await waiting == ["h-1"]
 
@@ -249,10 +249,6 @@ def test_a_delete_of_a_message_another_node_holds_waits_and_deletes_it() -> None
         assert await _counts(a, queue, NOW - FAR) == Counts(0, 0, 0)
 
     _two_nodes(scenario)
-
-
-async def _until_a_backend_waits_on_an_advisory_lock() -> None:
-    await _until_a_backend_waits("advisory")
 
 
 async def _until_a_backend_waits(lock: str, statement: str = "") -> None:

@@ -598,7 +598,10 @@ def test_group_and_deduplication_ids_are_validated_on_both_queue_types(
     quotas: the same on standard queues, where a MessageGroupId makes a fair queue); AWS's
     answer, as quoted from production logs: "Value CTC#QA-P3-ERR5 INTERIOR for parameter
     MessageGroupId is invalid. Reason: MessageGroupId can only include alphanumeric and
-    punctuation characters. 1 to 128 in length." A MessageDeduplicationId on a standard
+    punctuation characters. 1 to 128 in length." (the same wording from AWS in public
+    reports: serverless-nextjs/serverless-next.js#1616 and LeanerCloud/AutoSpotting#470
+    for MessageGroupId, opennextjs/opennextjs-aws#138 for MessageDeduplicationId; none of
+    them shows AWS's answer to an empty or non-ASCII id). A MessageDeduplicationId on a standard
     queue is refused whatever its value ("The request include parameter that is not valid
     for this queue type")."""
     async def scenario(sqs: Sqs) -> None:
