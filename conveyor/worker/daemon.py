@@ -525,9 +525,7 @@ class Worker:
                     self._release(job)
                 raise
             finally:
-                self.metrics.in_flight(-1)
-                self._open.posted(posted, status)
-                self.metrics.concurrency_limit(self._open.limit.current, self._open.limit.cuts)
+                self._posted(posted, status)
             for i, outcome in zip(ready, sent, strict=True):
                 outcomes[i] = outcome
         self.metrics.batch_posted(outcomes)
@@ -588,9 +586,17 @@ class Worker:
             self._release(job)
             raise
         finally:
-            self.metrics.in_flight(-1)
-            self._open.posted(started, status)
-            self.metrics.concurrency_limit(self._open.limit.current, self._open.limit.cuts)
+            self._posted(started, status)
+
+    def _posted(self, started: float, status: str) -> None:
+        """A POST (of one message or a batch) ended: the open-request gauge drops and the
+        concurrency limit learns from it; a fixed limit never moves from the one shown at
+        start, so only an adaptive one is shown again."""
+        self.metrics.in_flight(-1)
+        limit = self._open.limit
+        self._open.posted(started, status)
+        if limit.adaptive:
+            self.metrics.concurrency_limit(limit.current, limit.cuts)
 
     async def _settle(self, job: Job, outcome: Outcome) -> None:
         """Act on a POST's outcome: delete, retry, or hold it while the app is unavailable."""
