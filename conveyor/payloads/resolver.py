@@ -74,14 +74,23 @@ class PayloadResolver:
                                    message_attributes=without_reserved(message.message_attributes))
 
     async def resolve_each(self, messages: list[Message]) -> list[Message | PayloadUnavailable]:
-        """`resolve` for several messages at once, each one's failure in its place."""
+        """`resolve` for several messages at once, each one's failure in its place. Only
+        the offloaded ones are fetched (concurrently); the others are themselves, with no
+        task made for them."""
         async def one(message: Message) -> Message | PayloadUnavailable:
             try:
                 return await self.resolve(message)
             except PayloadUnavailable as exc:
                 return exc
 
-        return list(await asyncio.gather(*(one(message) for message in messages)))
+        resolved: list[Message | PayloadUnavailable] = list(messages)
+        offloaded = [i for i, message in enumerate(messages)
+                     if is_offloaded(message.message_attributes)]
+        if offloaded:
+            found = await asyncio.gather(*(one(messages[i]) for i in offloaded))
+            for i, result in zip(offloaded, found, strict=True):
+                resolved[i] = result
+        return resolved
 
     async def _discard(self, message: Message) -> None:
         """After the app's 200 and the message's deletion: delete its blob, when configured
