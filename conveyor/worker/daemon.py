@@ -716,7 +716,8 @@ class Worker:
         """Delete a message no copy of which lives on (done, or expired): its stored body
         goes too, once the delete succeeded. A dead-letter copy keeps its body."""
         deleted = self._submit_delete(message)
-        deleted.add_done_callback(lambda f: self._payloads.after_delete(message, f.result()))
+        if self._payloads.cleans_up(message):  # most messages have no blob: no callback
+            deleted.add_done_callback(lambda f: self._payloads.after_delete(message, f.result()))
 
     def _submit_delete(self, message: Message) -> asyncio.Future[str | None]:
         assert self._delete is not None
