@@ -491,7 +491,7 @@ class Worker:
         if job.group is None or room <= 0:
             return []
         followers: list[Job] = []
-        for other in self._groups.members(job.group)[1:room + 1]:
+        for other in self._groups.following(job.group, room):
             age_s = self._age_s(other.message)
             if (other.released or self._deliverer.goes_alone(other.message)
                     or (age_s is not None and age_s > self.config.retention_period)):
