@@ -51,6 +51,7 @@ class Offloader:
         self.threshold_bytes = threshold_bytes
         self.compress = compress
         self.always = always
+        self._queue_thresholds: dict[str, int] = {}  # threshold_bytes None: per queue URL
 
     def needs_offload(self, body: str, attributes: dict[str, Any], threshold_bytes: int) -> bool:
         """True when the message would be larger than `threshold_bytes` (or `always`)."""
@@ -79,24 +80,27 @@ class Offloader:
             return body, attributes
         return self.offload(body, attributes)
 
+    def _threshold(self, sqs: Any, queue_url: str) -> int:
+        """threshold_bytes, or the queue's MaximumMessageSize, asked on first use only."""
+        if self.threshold_bytes is not None:
+            return self.threshold_bytes
+        if queue_url not in self._queue_thresholds:
+            self._queue_thresholds[queue_url] = queue_threshold(sqs, queue_url)
+        return self._queue_thresholds[queue_url]
+
     def send_message(self, sqs: Any, **kwargs: Any) -> dict[str, Any]:
         """boto3's `sqs.send_message(**kwargs)`, with MessageBody offloaded when large."""
-        threshold = self.threshold_bytes
-        if threshold is None:
-            threshold = queue_threshold(sqs, kwargs["QueueUrl"])
+        threshold = self._threshold(sqs, kwargs["QueueUrl"])
         kwargs["MessageBody"], attributes = self.prepare(
             kwargs["MessageBody"], kwargs.get("MessageAttributes"), threshold)
         if attributes:
             kwargs["MessageAttributes"] = attributes
         return sqs.send_message(**kwargs)
 
-
     def send_message_batch(self, sqs: Any, **kwargs: Any) -> dict[str, Any]:
         """boto3's `sqs.send_message_batch(**kwargs)`, each entry offloaded when large
         (as the Extended Client's send_message_batch does)."""
-        threshold = self.threshold_bytes
-        if threshold is None:
-            threshold = queue_threshold(sqs, kwargs["QueueUrl"])
+        threshold = self._threshold(sqs, kwargs["QueueUrl"])
         entries = []
         for entry in kwargs["Entries"]:
             body, attributes = self.prepare(entry["MessageBody"],

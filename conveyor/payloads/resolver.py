@@ -74,21 +74,29 @@ class PayloadResolver:
                                    message_attributes=without_reserved(message.message_attributes))
 
     async def resolve_each(self, messages: list[Message]) -> list[Message | PayloadUnavailable]:
-        """`resolve` for several messages at once, each one's failure in its place."""
+        """`resolve` for several messages at once, each one's failure in its place. Only
+        the offloaded ones are fetched (concurrently); the others are themselves, with no
+        task made for them."""
         async def one(message: Message) -> Message | PayloadUnavailable:
             try:
                 return await self.resolve(message)
             except PayloadUnavailable as exc:
                 return exc
 
-        return list(await asyncio.gather(*(one(message) for message in messages)))
+        resolved: list[Message | PayloadUnavailable] = list(messages)
+        offloaded = [i for i, message in enumerate(messages)
+                     if is_offloaded(message.message_attributes)]
+        if offloaded:
+            found = await asyncio.gather(*(one(messages[i]) for i in offloaded))
+            for i, result in zip(offloaded, found, strict=True):
+                resolved[i] = result
+        return resolved
 
     async def _discard(self, message: Message) -> None:
-        """After the app's 200 and the message's deletion: delete its blob, when configured
-        (the Extended Client's cleanupS3Payload, on by default). A failure is logged: the
-        message is done either way, and S3 lifecycle rules catch what is left."""
-        if not self._delete_after or not is_offloaded(message.message_attributes):
-            return
+        """After the app's 200 and the message's deletion: delete its blob (after_delete
+        checked it is configured: the Extended Client's cleanupS3Payload, on by default).
+        A failure is logged: the message is done either way, and S3 lifecycle rules catch
+        what is left."""
         try:
             pointer = read_pointer(message.body, message.message_attributes)
             await self._store.adelete(pointer.bucket, pointer.key)
@@ -97,10 +105,14 @@ class PayloadResolver:
                         message.message_id, exc,
                         extra={"message_id": message.message_id, "outcome": "payload-kept"})
 
+    def cleans_up(self, message: Message) -> bool:
+        """True when the message's blob is to go once the message is deleted (after_delete)."""
+        return self._delete_after and is_offloaded(message.message_attributes)
+
     def after_delete(self, message: Message, refusal: str | None) -> None:
         """The message's DeleteMessage came back: `refusal` None means it is gone, and its
         blob may go too (in the background); refused, the blob stays for the redelivery."""
-        if refusal is None and self._delete_after and is_offloaded(message.message_attributes):
+        if refusal is None and self.cleans_up(message):
             task = asyncio.get_running_loop().create_task(self._discard(message))
             self._deleting.add(task)
             task.add_done_callback(self._deleting.discard)

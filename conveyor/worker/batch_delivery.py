@@ -196,10 +196,13 @@ class BatchPoster:
                    "X-Conveyor-Batch-Size": str(len(messages))}
         # With tracing on (telemetry.py) the POST is a span linked to each message's trace,
         # and the app's parent; each record keeps its own AWSTraceHeader, as Lambda's do.
+        # Attributes and links are made only then, not for every batch.
+        tracing = telemetry.tracer() is not None
         attributes = telemetry.messaging(self._queue_name, "process", "process", **{
-            "messaging.batch.message_count": len(messages), "http.request.method": "POST"})
-        with telemetry.span("POST", "CLIENT", attributes,
-                            links=[trace_headers(m) for m in messages]) as span:
+            "messaging.batch.message_count": len(messages),
+            "http.request.method": "POST"}) if tracing else {}
+        links = [trace_headers(m) for m in messages] if tracing else []
+        with telemetry.span("POST", "CLIENT", attributes, links=links) as span:
             if span is not None:
                 telemetry.inject(headers)
             whole, answer = await self._deliverer.post(

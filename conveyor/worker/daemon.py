@@ -491,7 +491,7 @@ class Worker:
         if job.group is None or room <= 0:
             return []
         followers: list[Job] = []
-        for other in self._groups.members(job.group)[1:room + 1]:
+        for other in self._groups.following(job.group, room):
             age_s = self._age_s(other.message)
             if (other.released or self._deliverer.goes_alone(other.message)
                     or (age_s is not None and age_s > self.config.retention_period)):
@@ -525,9 +525,7 @@ class Worker:
                     self._release(job)
                 raise
             finally:
-                self.metrics.in_flight(-1)
-                self._open.posted(posted, status)
-                self.metrics.concurrency_limit(self._open.limit.current, self._open.limit.cuts)
+                self._posted(posted, status)
             for i, outcome in zip(ready, sent, strict=True):
                 outcomes[i] = outcome
         self.metrics.batch_posted(outcomes)
@@ -588,9 +586,17 @@ class Worker:
             self._release(job)
             raise
         finally:
-            self.metrics.in_flight(-1)
-            self._open.posted(started, status)
-            self.metrics.concurrency_limit(self._open.limit.current, self._open.limit.cuts)
+            self._posted(started, status)
+
+    def _posted(self, started: float, status: str) -> None:
+        """A POST (of one message or a batch) ended: the open-request gauge drops and the
+        concurrency limit learns from it; a fixed limit never moves from the one shown at
+        start, so only an adaptive one is shown again."""
+        self.metrics.in_flight(-1)
+        limit = self._open.limit
+        self._open.posted(started, status)
+        if limit.adaptive:
+            self.metrics.concurrency_limit(limit.current, limit.cuts)
 
     async def _settle(self, job: Job, outcome: Outcome) -> None:
         """Act on a POST's outcome: delete, retry, or hold it while the app is unavailable."""
@@ -710,7 +716,8 @@ class Worker:
         """Delete a message no copy of which lives on (done, or expired): its stored body
         goes too, once the delete succeeded. A dead-letter copy keeps its body."""
         deleted = self._submit_delete(message)
-        deleted.add_done_callback(lambda f: self._payloads.after_delete(message, f.result()))
+        if self._payloads.cleans_up(message):  # most messages have no blob: no callback
+            deleted.add_done_callback(lambda f: self._payloads.after_delete(message, f.result()))
 
     def _submit_delete(self, message: Message) -> asyncio.Future[str | None]:
         assert self._delete is not None

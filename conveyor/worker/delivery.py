@@ -118,7 +118,7 @@ class Deliverer:
         else:
             path, body = self._base_path + job.path, b""
             headers.update(job.headers(message))
-        attributes = telemetry.messaging(
+        attributes = {} if telemetry.tracer() is None else telemetry.messaging(  # for a span
             self._queue_name, "process", "process", **{
                 "messaging.message.id": message.message_id, "http.request.method": "POST",
                 "url.full": self._origin + path})

@@ -10,6 +10,7 @@ delivery logic"), so a group is only ever held by one receive's worth of message
 from __future__ import annotations
 
 from collections import deque
+from itertools import islice
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
@@ -43,9 +44,10 @@ class GroupQueues(Generic[T]):
             return None
         return waiting[0] if first else None
 
-    def members(self, group: str) -> list[T]:
-        """The group's messages held here, its first first."""
-        return list(self._groups.get(group) or ())
+    def following(self, group: str, count: int) -> list[T]:
+        """Up to `count` of the messages waiting behind the group's first, in order (without
+        copying the whole group)."""
+        return list(islice(self._groups.get(group) or (), 1, count + 1))
 
     def behind(self, group: str) -> int:
         """How many messages wait behind the group's first."""

@@ -181,11 +181,6 @@ class WorkerMetrics:
         found = self.registry.get_sample_value(name, {"queue": self.queue, **labels})
         return found or 0.0
 
-    def api_calls_total(self) -> float:
-        """All SQS API calls made so far."""
-        return sum(sample.value for metric in self._api_calls.collect()
-                   for sample in metric.samples if sample.name.endswith("_total"))
-
     def exposition(self) -> bytes:
         """The Prometheus text format of every metric."""
         return generate_latest(self.registry)

@@ -170,6 +170,7 @@ class PartitionedReceiver:
         self._empty_in_a_row = 0  # a first round without waiting finds a backlog anywhere
         self._skip_until_s = [0.0] * len(self._urls)  # found empty: passed over until then
         names = [queue_name_from_url(url) for url in self._urls]
+        self._names = dict(zip(self._urls, names, strict=True))  # not parsed per receive
         self.polls = dict.fromkeys(names, 0)  # receives sent, per partition
         self.polls_of_all = 0  # PollMessages parked on every partition at once
         self.received = dict.fromkeys(names, 0)  # messages received, per partition
@@ -186,7 +187,7 @@ class PartitionedReceiver:
         index = self._pick(idle)
         url = self._urls[index]
         wait_s = self._wait_s if idle else 0
-        self.polls[queue_name_from_url(url)] += 1
+        self.polls[self._names[url]] += 1
         messages = await self._sqs.receive_messages(
             url, max_messages=max_messages, wait_time_s=wait_s,
             visibility_timeout_s=self._visibility_timeout_s,
@@ -213,9 +214,10 @@ class PartitionedReceiver:
 
     def _noted(self, url: str, messages: Sequence[Message]) -> None:
         self._router.note(url, messages)
-        self.received[queue_name_from_url(url)] += len(messages)
+        name = self._names.get(url) or queue_name_from_url(url)  # a server's own spelling
+        self.received[name] += len(messages)
         if self.on_received is not None:
-            self.on_received(queue_name_from_url(url), len(messages))
+            self.on_received(name, len(messages))
 
     def _pick(self, idle: bool) -> int:
         """The next partition in turn, passing over those found empty lately (none when

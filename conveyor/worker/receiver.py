@@ -64,6 +64,9 @@ class Receiver:
         self._sqs = sqs
         self._queue_urls = None if isinstance(queue_url, str) else list(queue_url)
         self._queue_url = queue_url if isinstance(queue_url, str) else queue_url[0]
+        queue = queue_name_from_url(self._queue_url)
+        self._span_name = f"receive {queue}"
+        self._span_attributes = telemetry.messaging(queue, "receive", "receive")
         self._wait_s = wait_s
         self._extended_wait_s = extended_wait_s
         self._visibility_timeout_s = visibility_timeout_s
@@ -82,9 +85,7 @@ class Receiver:
     async def receive(self, max_messages: int) -> Received:
         """One (long) poll; raises SQSError / SQSTransportError as ReceiveMessage does.
         With tracing on (telemetry.py) each poll is a span."""
-        queue = queue_name_from_url(self._queue_url)
-        with telemetry.span(f"receive {queue}", "CONSUMER",
-                            telemetry.messaging(queue, "receive", "receive")) as span:
+        with telemetry.span(self._span_name, "CONSUMER", self._span_attributes) as span:
             received = await self._receive_once(max_messages)
             if span is not None:
                 span.set_attribute("messaging.batch.message_count", len(received.messages))
