@@ -359,10 +359,13 @@ class Worker:
         assert self.receiver is not None
         if not first:
             await self._idle.start_parked()
-        while True:
+        while not self._stopping.is_set():
             await self._breaker.closed.wait()  # no receiving while the app is unavailable
             await self._waiting.wait_free()
             await self._slots.take(self._batch)
+            if self._stopping.is_set():  # a receive begun now could be cut off by the
+                self._slots.give(self._batch)  # drain, its messages hidden for their
+                return  # visibility timeout
             started = time.monotonic()
             try:
                 # "All" system attributes: the daemon needs SentTimestamp (RetentionPeriod),
