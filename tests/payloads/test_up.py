@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 
 from tests.payloads.test_worker import LARGE
-from tests.support import free_port
-from tests.up.test_up import ROOT, App, Up, child_env, conveyor
+from tests.support import RecordingApp, free_port
+from tests.up.test_up import ROOT, Up, child_env, conveyor
 
 
 def test_conveyor_up_carries_a_large_body_to_the_app(tmp_path: Path) -> None:
     port, app_port = free_port(), free_port()
-    app = App(app_port)
+    app = RecordingApp(app_port)
     up = Up(tmp_path, "--app", f"http://127.0.0.1:{app_port}", "--port", str(port),
             "--poll-wait-time", "1")
     try:
