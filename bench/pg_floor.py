@@ -4,13 +4,15 @@
     .venv/bin/python bench/pg_floor.py --duration 5 --batch 10 --tasks 6
 
 A message's life on the PostgreSQL store is a send, a receive (claim) and a delete, each
-one statement for a batch of standard-queue messages. This measures that directly, in
-two ways, one after the other on a fresh schema: `store` drives PostgresStore (send,
-claim, delete: the node's store code, pool and driver, without HTTP or the service), and
-`driver` sends the same three statements on plain asyncpg connections (the least a
-client can do). `--tasks` loops run at once, each on a queue of its own, each sending a
-batch, claiming it and deleting it. CPU per message is this process's (from /proc) and
-that of the PostgreSQL backends serving it (matched by client port, as in
+one statement for a batch of standard-queue messages. This measures that directly, three
+ways, one after the other: `embedded` drives the embedded store (JournaledStore in a
+temporary directory: the like-for-like figure), `store` drives PostgresStore on a fresh
+schema (send, claim, delete: the node's store code, pool and driver, without HTTP or the
+service), and `driver` sends the same three statements on plain asyncpg connections (the
+least a client can do). `--tasks` loops run at once, each on a queue of its own, each
+sending a batch, claiming it and deleting it; with several, the PostgreSQL store shares
+statements between them (group commit). CPU per message is this process's (from /proc)
+and that of the PostgreSQL backends serving it (matched by client port, as in
 cluster_bench.py); the difference to cluster_bench's figures is what HTTP, the service
 and long polling add.
 """
@@ -22,6 +24,7 @@ import asyncio
 import os
 import secrets
 import sys
+import tempfile
 import time
 import uuid
 
@@ -29,9 +32,11 @@ import asyncpg
 import procstat
 from cluster_bench import PG_URL, cpu_delta, postgres_cpu
 
+from conveyor.clock import Clock
 from conveyor.service import rules
 from conveyor.store import postgres
-from conveyor.store.base import Handle, NewMessage, QueueRecord
+from conveyor.store.base import Handle, NewMessage, QueueRecord, Store
+from conveyor.store.journal import JournaledStore
 from conveyor.store.postgres import PostgresStore
 
 BODY = "x" * 256  # the pipeline benchmark's body size
@@ -44,11 +49,11 @@ def _messages(count: int, now_ms: int) -> list[NewMessage]:
             for _ in range(count)]
 
 
-async def _store_loop(store: PostgresStore, queue: QueueRecord, batch: int,
-                      deadline: float) -> int:
+async def _store_loop(store: Store, queue: QueueRecord, batch: int, deadline: float) -> int:
+    clock = Clock()
     done = 0
     while time.monotonic() < deadline:
-        now_ms = store.clock.now_ms()
+        now_ms = clock.now_ms()
         await store.send(queue, _messages(batch, now_ms), now_ms, 0)
         async with store.claim(queue, batch, now_ms, 0, now_ms + 30_000,
                                rules.picking()) as claim:
@@ -78,19 +83,21 @@ async def _driver_loop(conn: asyncpg.Connection, queue_id: int, batch: int,
 
 async def _measure(mode: str, dsn: str, tasks: int, batch: int, duration_s: float,
                    warmup_s: float) -> dict[str, float]:
-    store = await PostgresStore(dsn, pool_size=tasks).open()
+    embedded_dir = tempfile.TemporaryDirectory(prefix="pg-floor-") if mode == "embedded" else None
+    store: Store = (JournaledStore(embedded_dir.name) if embedded_dir
+                    else await PostgresStore(dsn, pool_size=tasks).open())
     conns: list[asyncpg.Connection] = []
     try:
         queues = [await store.create_queue("us-east-1", f"floor-{mode}-{i}",
                                            {"VisibilityTimeout": "30"}, {}, 0)
                   for i in range(tasks)]
-        if mode == "driver":
+        if isinstance(store, PostgresStore) and mode == "driver":
             conns = [await asyncpg.connect(store.dsn, server_settings=store._settings)
                      for _ in range(tasks)]
 
         async def run(seconds: float) -> int:
             deadline = time.monotonic() + seconds
-            if mode == "store":
+            if mode in ("store", "embedded"):
                 loops = [_store_loop(store, q, batch, deadline) for q in queues]
             else:
                 loops = [_driver_loop(c, q.id, batch, deadline)
@@ -108,6 +115,8 @@ async def _measure(mode: str, dsn: str, tasks: int, batch: int, duration_s: floa
         for conn in conns:
             await conn.close()
         await store.close()
+        if embedded_dir:
+            embedded_dir.cleanup()
     node_us = (cpu1 - cpu0) / messages * 1e6
     backend_us = cpu_delta(back0, back1, new_ones=True) / messages * 1e6
     return {"messages": messages, "msgs_per_s": messages / elapsed, "client_us": node_us,
@@ -122,7 +131,7 @@ async def _main(args: argparse.Namespace) -> None:
     print("| mode | msgs/s | client µs/msg | PG backend µs/msg | total µs/msg |")
     print("|---|---|---|---|---|")
     try:
-        for mode in ("store", "driver"):
+        for mode in ("embedded", "store", "driver"):
             r = await _measure(mode, dsn, args.tasks, args.batch, args.duration, args.warmup)
             print(f"| {mode} | {r['msgs_per_s']:,.0f} | {r['client_us']:.1f} | "
                   f"{r['backend_us']:.1f} | {r['total_us']:.1f} |", flush=True)
