@@ -338,7 +338,9 @@ class PostgresStore:
         self._suspect = asyncio.Event()  # a request lost its connection: is the database gone?
         self._gone_since: float | None = None  # monotonic time the outage was noticed
         # Standard queues' sends and claims, and delete batches, from concurrent requests,
-        # grouped; claims one per queue (two in one statement would find the same rows).
+        # grouped. Claims one per queue: two in one statement would find the same rows.
+        # Each flush is then one statement, so one transaction, rolled back whole if the
+        # database refuses it: its calls can run again alone (_coalesce.py).
         self._sends = Coalescer(self._send_standard, _COALESCE_MAX, _refused)
         self._deletes = Coalescer(self._delete_many, _COALESCE_MAX, _refused)
         self._claims = Coalescer(self._claim_standard, _COALESCE_MAX, _refused,
