@@ -15,8 +15,8 @@ for what one call carried, each call runs again alone, and only the bad one fail
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Hashable
-from typing import Generic, TypeVar
+from collections.abc import Awaitable, Callable, Hashable, Sequence
+from typing import Any, Generic, TypeVar
 
 Item = TypeVar("Item")
 Result = TypeVar("Result")
@@ -111,7 +111,7 @@ class Coalescer(Generic[Item, Result]):
                 return
 
 
-def _fail(batch: list[tuple[object, asyncio.Future]], error: Exception) -> None:
+def _fail(batch: Sequence[tuple[object, asyncio.Future[Any]]], error: Exception) -> None:
     """Every caller of `batch` gets `error`, as its own."""
     for _, future in batch:
         if not future.done():  # a caller may have been cancelled meanwhile
