@@ -338,10 +338,13 @@ class PostgresStore:
         self._suspect = asyncio.Event()  # a request lost its connection: is the database gone?
         self._gone_since: float | None = None  # monotonic time the outage was noticed
         # Standard queues' sends and claims, and delete batches, from concurrent requests,
-        # grouped.
-        self._sends = Coalescer(self._send_standard, _COALESCE_MAX)
-        self._deletes = Coalescer(self._delete_many, _COALESCE_MAX)
-        self._claims = Coalescer(self._claim_standard, _COALESCE_MAX)
+        # grouped. Claims one per queue: two in one statement would find the same rows.
+        # Each flush is then one statement, so one transaction, rolled back whole if the
+        # database refuses it: its calls can run again alone (_coalesce.py).
+        self._sends = Coalescer(self._send_standard, _COALESCE_MAX, _refused)
+        self._deletes = Coalescer(self._delete_many, _COALESCE_MAX, _refused)
+        self._claims = Coalescer(self._claim_standard, _COALESCE_MAX, _refused,
+                                 key=lambda call: call[0])
 
     # --- life cycle --------------------------------------------------------------------
 
@@ -686,25 +689,13 @@ class PostgresStore:
 
     async def _claim_standard(self, calls: list[tuple[int, int, int, int, int, str]]
                               ) -> list[list[StoredMessage]]:
-        """Claims on standard queues, (queue id, now, cutoff, limit, until, receipt) each:
-        one statement for each queue's first, another for any second, and so on (two
-        claims on one queue in one statement would find the same rows). To each call its
-        messages, the longest due first."""
+        """Claims on standard queues, one per queue, (queue id, now, cutoff, limit, until,
+        receipt) each, in one statement. To each call its messages, the longest due first."""
         taken: list[list[StoredMessage]] = [[] for _ in calls]
-        todo = list(range(len(calls)))
         async with self._conn() as db:
-            while todo:
-                now: list[int] = []
-                later: list[int] = []
-                queues: set[int] = set()
-                for i in todo:
-                    (later if calls[i][0] in queues else now).append(i)
-                    queues.add(calls[i][0])
-                todo = later
-                rows = await db.fetch(_CLAIM, *[list(c) for c in zip(*(calls[i] for i in now),
-                                                                    strict=True)])
-                for row in sorted(rows, key=lambda r: (r[0], r[1], r[2])):
-                    taken[now[row[0] - 1]].append(StoredMessage(*row[2:]))
+            rows = await db.fetch(_CLAIM, *[list(c) for c in zip(*calls, strict=True)])
+        for row in sorted(rows, key=lambda r: (r[0], r[1], r[2])):
+            taken[row[0] - 1].append(StoredMessage(*row[2:]))
         return taken
 
     async def _fifo_candidates(self, db: asyncpg.Connection, queue_id: int, limit: int,
@@ -1010,6 +1001,13 @@ _ADD_ACTIVITY = (
 def _insert_row(queue: QueueRecord, m: NewMessage) -> tuple:
     return (queue.id, m.message_id, m.body, m.md5_body, m.attributes, m.md5_attributes,
             m.system, m.sent_ms, m.sender_id, m.visible_at_ms, m.group_id, m.dedup_key)
+
+
+def _refused(exc: Exception) -> bool:
+    """Whether the database refused a statement for what it carried (a value, a limit),
+    not for want of a connection (StoreUnavailable): in a statement shared by several
+    calls, one call's fault (_coalesce.py)."""
+    return type(exc) is StoreError and isinstance(exc.__cause__, asyncpg.PostgresError)
 
 
 def _queue(row: Any) -> QueueRecord:
