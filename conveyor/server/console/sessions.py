@@ -6,21 +6,22 @@ A session cookie's value is `v1.<key id>.<expiry>.<nonce>.<mac>`:
 - when the session ends, in milliseconds since the epoch on the server's clock (on
   PostgreSQL every node keeps the database's time, conveyor/clock.py);
 - a random nonce (32 bytes, base64url) that names this sign-in;
-- HMAC-SHA256 (RFC 2104) over everything before it, keyed by that access key's *session
-  key*: HMAC-SHA256(secret, "conveyor console session v1"), so the secret itself keys
-  only SigV4 and nothing learnt about one use helps against the other.
+- HMAC-SHA256 (RFC 2104) of "session\\0" and everything before it, base64url, keyed by
+  that access key's *session key*: HMAC-SHA256(secret, "conveyor console session v1"), so
+  the secret itself keys only SigV4 and nothing learnt about one use helps the other.
 
 Any node configured with the same access key recomputes the MAC and accepts the cookie;
 nothing is stored, so sessions hold on every node of a cluster and across restarts.
 Changing or removing a key's secret ends its sessions at once, on every node that has the
-new configuration. The CSRF token that a session's forms carry is HMAC-SHA256 of its nonce
-under the same session key (a different label keeps it from ever being a cookie's MAC):
+new configuration. The CSRF token that a session's forms carry is HMAC-SHA256 of "csrf\\0"
+and its nonce under the same session key (the label keeps it from being a cookie's MAC):
 OWASP's CSRF Prevention Cheat Sheet, "Signed Double-Submit Cookie", a token bound to the
 session by an HMAC instead of held in server state. Compared in constant time.
 
 Parsing is strict: one fixed shape of bounded length, canonical base64url, an expiry in the
-past or further ahead than a session lasts (plus MAX_CLOCK_SKEW_S), an unknown key or a
-wrong MAC: each is no session, and the browser is sent to sign in again.
+past or further ahead than a session lasts here (plus MAX_CLOCK_SKEW_S: give every node the
+same `--console-session-hours`), an unknown key or a wrong MAC: each is no session, and the
+browser is sent to sign in again.
 
 Sign-out clears the browser's cookie and remembers the nonce as signed out until the
 cookie would have expired (OWASP's Session Management Cheat Sheet, "Manual Session
