@@ -269,6 +269,7 @@ def _tampered(cookie: str, field: int, value: str) -> str:
 def _flip(text: str, at: int = 0, bit: int = 1) -> str:
     """`text` with one base64url character changed (its 6-bit value xor `bit`)."""
     alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+    at %= len(text)
     return text[:at] + alphabet[alphabet.index(text[at]) ^ bit] + text[at + 1:]
 
 
