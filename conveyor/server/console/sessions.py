@@ -83,6 +83,15 @@ def _unb64(text: str) -> bytes | None:
     return raw if _b64(raw) == text else None
 
 
+def _key_id(text: str) -> str | None:
+    """The key id a cookie names, or None when that is not canonical base64url of UTF-8."""
+    raw = _unb64(text)
+    try:
+        return raw.decode("utf-8", "surrogatepass") if raw is not None else None
+    except UnicodeDecodeError:
+        return None
+
+
 def _utf8(text: str) -> bytes:
     return text.encode("utf-8", "surrogatepass")  # any configured text, never an error
 
@@ -121,13 +130,9 @@ class SessionCookies:
         found = _COOKIE.fullmatch(cookie) if cookie else None
         if found is None:
             return None
-        raw_key_id = _unb64(found[1])
-        try:
-            key_id = raw_key_id.decode("utf-8", "surrogatepass") if raw_key_id else None
-        except UnicodeDecodeError:
-            return None
+        key_id = _key_id(found[1])
         key = self._keys.get(key_id) if key_id is not None else None
-        if key is None:
+        if key_id is None or key is None:
             return None
         signed, _, mac = found[0].rpartition(".")
         if not hmac.compare_digest(_mac(key, _MAC_LABEL, signed), mac):
