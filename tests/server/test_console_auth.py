@@ -9,13 +9,17 @@ token and the Origin check, which these tests exercise without SameSite's help.
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import http.client
 from http.cookies import Morsel, SimpleCookie
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 
-from conveyor.server.console import auth
+from conveyor.server.console import auth, sessions
 from conveyor.server.http import Request
 from tests.server.conftest import Launcher
 from tests.server.helpers import Browser, RawClient, advance_clock, unique
@@ -204,6 +208,167 @@ def test_an_expired_session_goes_back_to_sign_in(signing: ServerProcess,
     assert signed_in.get("/console").status == 200
 
 
+def _b64(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+
+def _forge(key_id: str, secret: str, expires_ms: int, nonce: str = "n" * 43,
+           key_id_b64: str | None = None) -> str:
+    """A session cookie made by the recipe sessions.py documents, without its code:
+    `v1.<key id>.<expiry ms>.<nonce>.<mac>`, base64url without padding (RFC 4648 §5), the
+    MAC HMAC-SHA256 (RFC 2104) of "session\0" and the rest, keyed by HMAC-SHA256(secret,
+    "conveyor console session v1")."""
+    signed = f"v1.{key_id_b64 or _b64(key_id.encode())}.{expires_ms}.{nonce}"
+    return f"{signed}.{_b64(_hmac(secret, b'session' + bytes(1) + signed.encode()))}"
+
+
+def _hmac(secret: str, message: bytes) -> bytes:
+    key = hmac.new(secret.encode(), b"conveyor console session v1", hashlib.sha256).digest()
+    return hmac.new(key, message, hashlib.sha256).digest()
+
+
+def _server_now_ms(server: ServerProcess) -> int:
+    """The (moved) server clock's time: a fresh session's expiry less its lifetime."""
+    browser = Browser(server.url)
+    assert browser.sign_in(KEY, SECRET).status == 303
+    return int(browser.cookies["conveyor_session"].split(".")[2]) - SESSION_HOURS * 3_600_000
+
+
+def _signed_out(server: ServerProcess, cookie: str) -> bool:
+    """True when `cookie` gets a page no further than the sign-in form, and no action."""
+    browser = Browser(server.url, {"conveyor_session": cookie})
+    page = browser.get("/console")
+    if page.status == 200:
+        return False
+    assert page.status == 303 and page.header("location") == "/console/sign-in", page.status
+    # nor does it carry any form that an action would take
+    token = Browser(server.url).get("/console/sign-in").form_token()
+    refused = browser.post("/console/sign-out", {"csrf": token},
+                           {"Cookie": f"conveyor_session={cookie}; conveyor_csrf={token}"})
+    assert refused.status == 403
+    return True
+
+
+def test_a_cookie_made_by_the_documented_recipe_is_a_session(signing: ServerProcess) -> None:
+    """The cookie's format and the CSRF token's derivation (HMAC-SHA256 of "csrf\0" and the
+    nonce under the session key: OWASP's signed double-submit token) as documented."""
+    nonce = _b64(b"n" * 32)
+    cookie = _forge(KEY, SECRET, _server_now_ms(signing) + 3_600_000, nonce)
+    page = Browser(signing.url, {"conveyor_session": cookie}).get("/console")
+    assert page.status == 200
+    assert f"Signed in as <code>{KEY}</code>" in page.text
+    assert page.form_token() == _b64(_hmac(SECRET, b"csrf" + bytes(1) + nonce.encode()))
+
+
+def _tampered(cookie: str, field: int, value: str) -> str:
+    fields = cookie.split(".")
+    fields[field] = value
+    return ".".join(fields)
+
+
+def _flip(text: str, at: int = 0, bit: int = 1) -> str:
+    """`text` with one base64url character changed (its 6-bit value xor `bit`)."""
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+    at %= len(text)
+    return text[:at] + alphabet[alphabet.index(text[at]) ^ bit] + text[at + 1:]
+
+
+def test_a_tampered_session_cookie_is_signed_out(signing: ServerProcess,
+                                                 signed_in: Browser) -> None:
+    """Each field of a real cookie changed (the MAC, RFC 2104, covers all of them), and
+    cookies of the wrong shape: no session, never a 500."""
+    real = signed_in.cookies["conveyor_session"]
+    version, key_id, expires, nonce, mac = real.split(".")
+    assert not _signed_out(signing, real)
+    tampered = {
+        "version": _tampered(real, 0, "v2"),
+        "key id": _tampered(real, 1, _b64(WIDE_KEY.encode())),  # another configured key
+        "expiry": _tampered(real, 2, str(int(expires) - 1)),
+        "nonce": _tampered(real, 3, _flip(nonce)),
+        "mac": _tampered(real, 4, _flip(mac)),
+        "mac's spare bits": _tampered(real, 4, _flip(mac, -1)),  # decodes to the same bytes
+        "no mac": real.rpartition(".")[0],
+        "a sixth field": real + ".AAAA",
+        "empty": "",
+        "huge expiry": _tampered(real, 2, "9" * 40),
+        "huge key id": _tampered(real, 1, "A" * 5000),
+        "not base64": _tampered(real, 1, "AK!D"),
+    }
+    for what, cookie in tampered.items():
+        assert _signed_out(signing, cookie), what
+    assert not _signed_out(signing, real)
+    assert "Traceback" not in signing.log()
+
+
+def test_well_signed_cookies_of_the_wrong_kind_are_signed_out(signing: ServerProcess) -> None:
+    """Correct MACs over what no server issues: an unknown key, a key id in non-canonical
+    or invalid base64url or not UTF-8, a leading zero in the expiry."""
+    ends = _server_now_ms(signing) + 3_600_000
+    canonical = _b64(KEY.encode())
+    assert not _signed_out(signing, _forge(KEY, SECRET, ends, key_id_b64=canonical))
+    for what, cookie in {
+        "unknown key": _forge("AKIDNOBODY", SECRET, ends),
+        "non-canonical key id": _forge(KEY, SECRET, ends, key_id_b64=_flip(canonical, -1)),
+        "base64 of bad length": _forge(KEY, SECRET, ends, key_id_b64="A"),
+        "not UTF-8": _forge(KEY, SECRET, ends, key_id_b64=_b64(b"\xff\xfe")),
+        "leading zero": _forge(KEY, SECRET, ends).replace(f".{ends}.", f".0{ends}."),
+    }.items():
+        assert _signed_out(signing, cookie), what
+    assert "Traceback" not in signing.log()
+
+
+def test_expired_and_far_future_cookies_are_signed_out(signing: ServerProcess) -> None:
+    """A correctly signed cookie is a session only between now and as far ahead as a session
+    made now could last, give or take MAX_CLOCK_SKEW_S."""
+    now = _server_now_ms(signing)
+    latest = now + (SESSION_HOURS * 3600 + sessions.MAX_CLOCK_SKEW_S) * 1000
+    assert _signed_out(signing, _forge(KEY, SECRET, now - 1_000))
+    assert _signed_out(signing, _forge(KEY, SECRET, latest + 60_000))
+    assert not _signed_out(signing, _forge(KEY, SECRET, latest - 60_000))
+    assert not _signed_out(signing, _forge(KEY, SECRET, now + 60_000))
+
+
+def test_a_csrf_token_of_another_session_is_refused(signing: ServerProcess,
+                                                    signed_in: Browser) -> None:
+    """OWASP's signed double-submit token is bound to its session: another sign-in's, of
+    the same key or another, does not pass."""
+    same_key, other_key = Browser(signing.url), Browser(signing.url)
+    assert same_key.sign_in(KEY, SECRET).status == 303
+    assert other_key.sign_in(WIDE_KEY, WIDE_SECRET).status == 303
+    own = signed_in.get("/console").form_token()
+    for other in (same_key, other_key):
+        token = other.get("/console").form_token()
+        assert token != own
+        assert signed_in.post("/console/sign-out", {"csrf": token}).status == 403
+        assert signed_in.get("/console").status == 200
+    assert signed_in.post("/console/sign-out", {"csrf": own}).status == 303
+
+
+def test_sessions_outlive_a_restart_and_end_with_their_key(tmp_path: Path) -> None:
+    """A restarted SQLite server with the same keys knows its sessions (and their CSRF
+    tokens); restarted with the key's secret changed, or without the key, it does not."""
+    keys = ["--access-key", f"{KEY}:{SECRET}", "--access-key", f"{WIDE_KEY}:{WIDE_SECRET}"]
+    server = ServerProcess(tmp_path, "--mode", "relaxed", *keys).start()
+    try:
+        rotated, removed = Browser(server.url), Browser(server.url)
+        assert rotated.sign_in(KEY, SECRET).status == 303
+        assert removed.sign_in(WIDE_KEY, WIDE_SECRET).status == 303
+        token = rotated.get("/console").form_token()
+        server.restart()
+        assert removed.get("/console").status == 200
+        created = rotated.post("/console/create-queue", {"csrf": token, "name": "restarted",
+                                                         "region": "us-east-1"})
+        assert created.status == 303, created.text[:300]
+        assert rotated.get("/console/queues/us-east-1/restarted").status == 200
+
+        server.args = ["--mode", "relaxed", "--access-key", f"{KEY}:{SECRET}-rotated"]
+        server.restart()
+        assert rotated.get("/console").status == 303
+        assert removed.get("/console").status == 303
+    finally:
+        server.stop()
+
+
 def _raw_post(server: ServerProcess, path: str, body: bytes, headers: dict[str, str]) -> int:
     """POST bytes as they are (no client-side encoding); the status."""
     parts = urlsplit(server.url)
@@ -286,20 +451,28 @@ def test_cookies_are_secure_over_https() -> None:
     assert b"Secure" not in plain
 
 
-def test_sessions_expire_on_the_clock_and_are_bounded() -> None:
-    now = [0]
-    sessions = auth.Sessions(lambda: now[0], lifetime_s=60, limit=3)
-    first = sessions.create("A")
-    assert sessions.find(first.token) is first
-    assert first.csrf != first.token
-    now[0] = 59_999
-    assert sessions.find(first.token) is first
-    now[0] = 60_000
-    assert sessions.find(first.token) is None
-    made = [sessions.create(k) for k in "BCDE"]  # one more than the limit
-    assert sessions.find(made[0].token) is None  # the oldest went first
-    assert all(sessions.find(s.token) is s for s in made[1:])
-    assert sessions.find("") is None and sessions.find(None) is None
+def test_session_cookies_expire_on_the_clock_and_sign_outs_are_bounded(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    now = [1_800_000_000_000]
+    cookies = sessions.SessionCookies({"A": "a-secret"}, lambda: now[0], lifetime_s=60)
+    first = cookies.issue("A")
+    assert cookies.verify(first.cookie) == first
+    assert first.csrf not in first.cookie
+    now[0] += 59_999
+    assert cookies.verify(first.cookie) == first
+    now[0] += 1
+    assert cookies.verify(first.cookie) is None
+    assert cookies.verify("") is None and cookies.verify(None) is None
+
+    monkeypatch.setattr(sessions, "MAX_SIGNED_OUT", 3)
+    made = [cookies.issue("A") for _ in range(4)]  # one more sign-out than remembered
+    for session in made:
+        cookies.sign_out(session)
+    assert cookies.verify(made[0].cookie) == made[0]  # the oldest sign-out was forgotten
+    assert all(cookies.verify(s.cookie) is None for s in made[1:])
+    now[0] += 60_000
+    cookies.sign_out(cookies.issue("A"))  # expired sign-outs are pruned first
+    assert len(cookies._signed_out) == 1
 
 
 def test_secrets_compare_as_bytes_whatever_their_characters() -> None:

@@ -17,7 +17,8 @@ for a dead letter why it died. Pages update their live parts every few seconds
 
 A server that checks signatures (access keys configured) first sends a browser to
 `/console/sign-in`, where an access key id and its secret key buy a session cookie
-(auth.py). Sessions live in this server's memory, so a restart signs everyone out.
+(auth.py) signed with a key derived from that key's secret (sessions.py): every node with
+the same keys accepts it, and a restart signs nobody out.
 
 Every POST goes through `Console._post`, which refuses another site's requests (Origin)
 and forms without the right CSRF token before any action in `Console.actions` runs.
@@ -69,7 +70,7 @@ class Console:
         self.default_region = default_region
         self.started = time.monotonic()
         self.auth = auth.SignIn({k: v.secret for k, v in access_keys.items()},
-                                auth.Sessions(service.clock.now_ms, session_s))
+                                service.clock.now_ms, session_s)
         self.calls = Calls(service, observe)
         self.overview = Overview(service)
         self.queue_page = QueuePage(service)

@@ -1,10 +1,10 @@
 """The console's sign-in: sessions, CSRF tokens, and the cookies and forms they travel in.
 
 A browser signs in once with an access key id and its secret key and gets a session
-cookie: a random token that names a `Session` in this server's memory. Sessions are not
-stored anywhere else, so restarting the server signs everyone out, and on a cluster of
-nodes behind one address a browser stays signed in only while it reaches the node it
-signed in on (sticky sessions).
+cookie that carries its own proof: signed with a key derived from that access key's
+secret, it is good on every node configured with the same key, and across restarts, until
+it expires or the secret changes (sessions.py, which also says what sign-out can and
+cannot reach: it ends the session on the node that received it, not on the others).
 
 Cookies are `HttpOnly` (no script reads them), `SameSite=Strict` (a browser sends them only
 with requests that a page of the same site starts; RFC 6265bis, draft-ietf-httpbis-
@@ -12,8 +12,9 @@ rfc6265bis, "The SameSite Attribute") and `Path=/console`, with `Max-Age`; `Secu
 when the request came over https. RFC 6265bis calls SameSite defence in depth against
 CSRF, not a replacement for it ("SameSite Cookies" in its security considerations), so
 every state-changing request also carries a CSRF token in a form field that must match
-the session's, or, before there is a session (the sign-in form), the CSRF cookie's
-(double submit), and a foreign Origin header is refused.
+the session's (derived from the session cookie: sessions.py), or, before there is a
+session (the sign-in form), the CSRF cookie's (double submit), and a foreign Origin header
+is refused.
 """
 
 from __future__ import annotations
@@ -23,11 +24,16 @@ import logging
 import re
 import secrets
 from collections.abc import Callable
-from dataclasses import dataclass
 from html import escape
 from urllib.parse import parse_qsl, quote, urlsplit
 
 from conveyor.server.console.frame import PREFIX, redirect, render
+from conveyor.server.console.sessions import (
+    MAX_COOKIE_CHARS,
+    MAX_KEY_ID_BYTES,
+    Session,
+    SessionCookies,
+)
 from conveyor.server.http import Request, Response
 
 log = logging.getLogger("conveyor.server.console")
@@ -38,61 +44,19 @@ SESSION_COOKIE = "conveyor_session"
 CSRF_COOKIE = "conveyor_csrf"  # the sign-in form's token, before there is a session
 CSRF_FIELD = "csrf"
 DEFAULT_SESSION_S = 8 * 3600  # a working day
-MAX_SESSIONS = 10_000  # only key holders make sessions; the cap bounds memory all the same
-MAX_FIELD_BYTES = 1024  # an access key id or secret is far shorter (AWS: 20 and 40 chars)
+# An access key id or secret is far shorter (AWS: 20 and 40 chars); a session cookie
+# carries key ids up to this long.
+MAX_FIELD_BYTES = MAX_KEY_ID_BYTES
 MAX_FORM_BYTES = 16 * 1024  # every form but the send form (Console.FORM_BYTES)
 MAX_FORM_FIELDS = 64  # a page of messages' selection boxes and a few more
 FORM_TYPE = "application/x-www-form-urlencoded"
 
-_TOKEN = re.compile(r"[A-Za-z0-9_-]{16,128}")  # what secrets.token_urlsafe makes
+# What our cookies' values look like: a token (secrets.token_urlsafe) or a session cookie,
+# whose own shape sessions.py checks.
+_COOKIE_VALUE = re.compile(rf"[A-Za-z0-9_.-]{{16,{MAX_COOKIE_CHARS}}}")
 # Where a sign-in may send the browser on: console pages only, in plain URL characters
 # (no open redirect, nothing that could break the Location header).
 _LOCAL_PATH = re.compile(r"/console(/[A-Za-z0-9._~%/-]*)?")
-
-
-@dataclass(slots=True)
-class Session:
-    token: str  # the session cookie's value
-    key_id: str  # the access key that signed in
-    csrf: str  # forms of this session carry it; see Console._post
-    expires_ms: int
-
-
-class Sessions:
-    """Signed-in browsers by session token, in memory only (see the module docstring).
-
-    Each lasts `lifetime_s` from sign-in on the server's clock (tests move it); expired
-    ones are dropped when looked up and whenever another signs in. Past `limit` the oldest
-    sign-in is dropped first.
-    """
-
-    def __init__(self, now_ms: Callable[[], int], lifetime_s: int,
-                 limit: int = MAX_SESSIONS) -> None:
-        self.now_ms = now_ms
-        self.lifetime_s = lifetime_s
-        self.limit = limit
-        self._by_token: dict[str, Session] = {}  # in sign-in order
-
-    def create(self, key_id: str) -> Session:
-        now = self.now_ms()
-        for token in [t for t, s in self._by_token.items() if s.expires_ms <= now]:
-            del self._by_token[token]
-        while len(self._by_token) >= self.limit:
-            del self._by_token[next(iter(self._by_token))]
-        session = Session(secrets.token_urlsafe(32), key_id, secrets.token_urlsafe(32),
-                          now + self.lifetime_s * 1000)
-        self._by_token[session.token] = session
-        return session
-
-    def find(self, token: str | None) -> Session | None:
-        session = self._by_token.get(token) if token else None
-        if session is not None and session.expires_ms <= self.now_ms():
-            self.drop(session.token)
-            return None
-        return session
-
-    def drop(self, token: str) -> None:
-        self._by_token.pop(token, None)
 
 
 def new_token() -> str:
@@ -116,11 +80,11 @@ def check_secret(access_keys: dict[str, str], key_id: str, secret: str) -> bool:
 
 
 def cookies(req: Request) -> dict[str, str]:
-    """The request's cookies (the first of each name) whose values look like our tokens."""
+    """The request's cookies (the first of each name) whose values look like ours."""
     jar: dict[str, str] = {}
     for pair in req.headers.get("cookie", "").split(";"):
         name, _, value = pair.strip().partition("=")
-        if name not in jar and _TOKEN.fullmatch(value):
+        if name not in jar and _COOKIE_VALUE.fullmatch(value):
             jar[name] = value
     return jar
 
@@ -170,17 +134,15 @@ class SignIn:
     The actions run behind Console._post's checks (origin, form, CSRF token).
     """
 
-    def __init__(self, access_keys: dict[str, str], sessions: Sessions) -> None:
+    def __init__(self, access_keys: dict[str, str], now_ms: Callable[[], int],
+                 lifetime_s: int = DEFAULT_SESSION_S) -> None:
         self.access_keys = access_keys
-        self.sessions = sessions
+        self.lifetime_s = lifetime_s
+        self.sessions = SessionCookies(access_keys, now_ms, lifetime_s)
 
     def session(self, req: Request) -> Session | None:
-        """The request's live session, if it has one and its access key is still known."""
-        session = self.sessions.find(cookies(req).get(SESSION_COOKIE))
-        if session is not None and session.key_id not in self.access_keys:
-            self.sessions.drop(session.token)
-            return None
-        return session
+        """The request's live session, if its cookie proves one for a configured key."""
+        return self.sessions.verify(cookies(req).get(SESSION_COOKIE))
 
     async def sign_in(self, req: Request, form: dict[str, str],
                       session: Session | None) -> Response:
@@ -196,17 +158,17 @@ class SignIn:
         if not check_secret(self.access_keys, key_id, secret):
             log.info("console: sign-in refused for access key %r", key_id)
             return self.page(req, 401, "Wrong access key id or secret key.", then, key_id)
-        if session is not None:
-            self.sessions.drop(session.token)
-        session = self.sessions.create(key_id)
+        if session is not None:  # signing in again ends the session it replaces
+            self.sessions.sign_out(session)
+        session = self.sessions.issue(key_id)
         log.info("console: access key %s signed in", key_id)
-        return redirect(then, [set_cookie(req, SESSION_COOKIE, session.token,
-                                          self.sessions.lifetime_s)])
+        return redirect(then, [set_cookie(req, SESSION_COOKIE, session.cookie,
+                                          self.lifetime_s)])
 
     async def sign_out(self, req: Request, form: dict[str, str],
                        session: Session | None) -> Response:
         if session is not None:
-            self.sessions.drop(session.token)
+            self.sessions.sign_out(session)
         return redirect(SIGN_IN if self.access_keys else PREFIX,
                         [set_cookie(req, SESSION_COOKIE, "", 0)])
 
@@ -250,7 +212,7 @@ class SignIn:
         if token is not None:
             return token, []
         token = new_token()
-        return token, [set_cookie(req, CSRF_COOKIE, token, self.sessions.lifetime_s)]
+        return token, [set_cookie(req, CSRF_COOKIE, token, self.lifetime_s)]
 
     def to_sign_in(self, req: Request, then: str) -> Response:
         """Send a browser without a live session to the sign-in form (and on to `then`
