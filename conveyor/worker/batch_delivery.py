@@ -82,6 +82,22 @@ class QueueIdentity:
         return cls(f"arn:aws:sqs:{region}:{account}:{segments[-1]}", region)
 
 
+def queue_identities(url_of: Callable[[Message], str], region: str
+                     ) -> Callable[[Message], QueueIdentity]:
+    """What a batch's records say of each message's queue, from the url of the queue it
+    came from: its partition's own, on a partitioned queue (Lambda's record names the
+    queue it read the message from). Made once per queue."""
+    identities: dict[str, QueueIdentity] = {}
+
+    def identity(message: Message) -> QueueIdentity:
+        url = url_of(message)
+        if url not in identities:
+            identities[url] = QueueIdentity.from_url(url, region)
+        return identities[url]
+
+    return identity
+
+
 def lambda_event(messages: Sequence[Message],
                  queue_of: Callable[[Message], QueueIdentity]) -> bytes:
     """The request body for a batch: Lambda's SQS event with one record per message, each
