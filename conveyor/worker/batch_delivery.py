@@ -32,7 +32,7 @@ FIFO queues: "your function should stop processing messages after the first fail
 return all failed and unprocessed messages in batchItemFailures" (same guide). The worker
 enforces it whatever the app answers: in each message group, the messages after the
 group's first failure are unprocessed — neither deleted nor counted as failed; they stay
-held behind it, in order (daemon.py, `GroupQueues`).
+held behind it, in order (batch_dispatch.py, `GroupQueues`).
 """
 
 from __future__ import annotations
