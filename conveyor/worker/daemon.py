@@ -69,6 +69,7 @@ from conveyor.worker.config import WorkerConfig
 from conveyor.worker.delivery import Deliverer, Outcome
 from conveyor.worker.flow import IdleControl, OpenPosts, Slots
 from conveyor.worker.groups import GroupQueues
+from conveyor.worker.heartbeat import Heartbeat
 from conveyor.worker.job import Job, JobActions, Waiting, log_fields
 from conveyor.worker.metrics import WorkerMetrics
 from conveyor.worker.outage import AppOutage
@@ -276,7 +277,12 @@ class Worker:
                        for i in range(self.config.http_connections)]
         pollers = [asyncio.create_task(self._poll_loop(first=i == 0), name=f"poll-{i}")
                    for i in range(self._pollers)]
-        heartbeat = asyncio.create_task(self._heartbeat_loop(), name="heartbeat")
+        heartbeats = Heartbeat(
+            self._jobs, self._change.submit, self._release,
+            visibility_timeout_s=self.config.visibility_timeout,
+            request_limit_s=self.config.connect_timeout + self.config.inactivity_timeout,
+            metrics=self.metrics, queue_name=self.queue_name)
+        heartbeat = asyncio.create_task(heartbeats.run(), name="heartbeat")
         self.presence.start()
         self.state = "running"
         self.ready.set()
@@ -711,52 +717,6 @@ class Worker:
 
     def _fields(self, message: Message, **more: Any) -> dict[str, Any]:
         return log_fields(self.queue_name, message, **more)
-
-    # -- heartbeats -----------------------------------------------------------
-
-    async def _heartbeat_loop(self) -> None:
-        """Extend the visibility of messages whose request is still open (seed 003), up to
-        ConnectTimeout + InactivityTimeout; release buffered ones about to reappear.
-
-        FIFO messages waiting here are extended instead: released, one would let SQS hand
-        its group out again behind the back of this worker, or cost a receive to each
-        message of the group behind it."""
-        vt = self.config.visibility_timeout
-        if vt == 0:
-            return  # the operator asked for messages never to be hidden
-        tick_s = min(1.0, max(0.05, vt / 4))
-        margin_s = vt / 2
-        limit_s = self.config.connect_timeout + self.config.inactivity_timeout
-        while True:
-            await asyncio.sleep(tick_s)
-            now = time.monotonic()
-            for job in list(self._jobs.values()):
-                if job.extending or job.visible_until_s - now > margin_s:
-                    continue
-                if job.started_s is None and job.group is None and not job.waiting:
-                    self._release(job)  # buffered, about to reappear: let another take it
-                elif job.started_s is None or now - job.started_s < limit_s:
-                    self._extend(job, now)
-
-    def _extend(self, job: Job, now: float) -> None:
-        assert self._change is not None
-        job.extending = True
-        seconds = self.config.visibility_timeout
-        future = self._change.submit(job.message.message_id, (job.message.receipt_handle, seconds))
-
-        def done(f: asyncio.Future[str | None]) -> None:
-            refusal = f.result()
-            if refusal is None:
-                job.extending = False
-                job.visible_until_s = now + seconds
-                self.metrics.extended(1)
-            elif job.message.receipt_handle in self._jobs:
-                # left `extending` so it is not retried every tick
-                log.warning("could not extend visibility, the message may be delivered again "
-                            "while this worker holds it: queue=%s message=%s code=%s",
-                            self.queue_name, job.message.message_id, refusal)
-
-        future.add_done_callback(done)
 
     # -- health ---------------------------------------------------------------
 
