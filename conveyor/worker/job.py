@@ -1,5 +1,6 @@
 """A message the worker holds, and what the daemon does with one: the common ground of the
-daemon (daemon.py) and the pieces that decide when it acts (batch_dispatch.py, outage.py)."""
+daemon (daemon.py) and the pieces that decide when it acts (batch_dispatch.py, outage.py,
+heartbeat.py)."""
 
 from __future__ import annotations
 
