@@ -32,7 +32,7 @@ FIFO queues: "your function should stop processing messages after the first fail
 return all failed and unprocessed messages in batchItemFailures" (same guide). The worker
 enforces it whatever the app answers: in each message group, the messages after the
 group's first failure are unprocessed — neither deleted nor counted as failed; they stay
-held behind it, in order (daemon.py, `GroupQueues`).
+held behind it, in order (batch_dispatch.py, `GroupQueues`).
 """
 
 from __future__ import annotations
@@ -80,6 +80,22 @@ class QueueIdentity:
         segments = urlsplit(queue_url).path.strip("/").split("/")
         account = segments[0] if len(segments) > 1 else ""
         return cls(f"arn:aws:sqs:{region}:{account}:{segments[-1]}", region)
+
+
+def queue_identities(url_of: Callable[[Message], str], region: str
+                     ) -> Callable[[Message], QueueIdentity]:
+    """What a batch's records say of each message's queue, from the url of the queue it
+    came from: its partition's own, on a partitioned queue (Lambda's record names the
+    queue it read the message from). Made once per queue."""
+    identities: dict[str, QueueIdentity] = {}
+
+    def identity(message: Message) -> QueueIdentity:
+        url = url_of(message)
+        if url not in identities:
+            identities[url] = QueueIdentity.from_url(url, region)
+        return identities[url]
+
+    return identity
 
 
 def lambda_event(messages: Sequence[Message],

@@ -15,7 +15,7 @@ Each POST's outcome is one of:
 - NEUTRAL: no answer in time (InactivityTimeout): the app is there but slow, or hung; it
   says nothing either way, and fails the message as ever.
 
-DOWN and SUSPECT open the breaker (daemon.py): the worker stops receiving, holds what it
+DOWN and SUSPECT open the breaker (outage.py): the worker stops receiving, holds what it
 has, and looks again after a short back-off (PROBE_FIRST_S doubling to PROBE_MAX_S): the
 health check (HealthCheckPath) if there is one, then a held message. Nothing received is
 given back during GRACE_S: an app that is back by then (a restart, a hiccup) costs no
@@ -85,7 +85,7 @@ def verdict(outcome: Outcome) -> Verdict:
 
 class Breaker(Generic[T]):
     """The breaker's state, without I/O: open or closed, the messages it holds, and when to
-    probe next. `T` is the daemon's Job."""
+    probe next. `T` is the daemon's Job (job.py)."""
 
     def __init__(self, rng: random.Random, clock: Callable[[], float] = time.monotonic) -> None:
         self._rng = rng

@@ -8,9 +8,10 @@
 At most HttpConnections + one batch of messages are held at once (`Slots`), so a free
 connection always finds the next message waiting instead of holding a batch hostage.
 With BatchSize, each dispatcher POSTs up to BatchSize of them at once as AWS Lambda's SQS
-event and settles each by the app's partial batch response (batch_delivery.py); then
-HttpConnections × BatchSize + one batch are held. With AdaptiveConcurrency the limit on
-open POSTs, and so on messages held, follows the app instead (`OpenPosts`, adaptive.py).
+event and settles each by the app's partial batch response (batch_dispatch.py,
+batch_delivery.py); then HttpConnections × BatchSize + one batch are held. With
+AdaptiveConcurrency the limit on open POSTs, and so on messages held, follows the app
+instead (`OpenPosts`, adaptive.py).
 
 On a FIFO queue, one message per MessageGroupId is at the app at a time, in receive order
 (`GroupQueues`); the group's later messages wait here, kept invisible, until it is done.
@@ -22,13 +23,8 @@ message, unprocessed. Its attempts are counted here the way SQS would count them
 after maxReceiveCount of them the worker moves it to the dead-letter queue itself.
 
 When the app is unavailable (breaker.py says how a POST's outcome shows it), each failure
-would also cost a receive, and an outage of a few minutes would dead-letter every message
-the worker touched. So the circuit breaker opens: no more receives; what the worker holds
-stays invisible and is tried again here, after a short back-off; after GRACE_S it is
-released (visibility 0) for other workers, except MAX_PROBES messages (and the FIFO groups
-behind them) kept to try the app with, by POST or after a passing HealthCheckPath. Once
-the app answers, the kept messages go to it first, and receiving resumes. A message
-released costs one receive per outage; one kept costs none.
+would also cost a receive: so the circuit breaker opens, receiving stops, and what the
+worker holds is held or released until the app answers again (outage.py).
 """
 
 from __future__ import annotations
@@ -41,7 +37,6 @@ import os
 import random
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import CollectorRegistry
@@ -67,20 +62,17 @@ from conveyor.worker.backoff import (
     IdleBackoff,
     failure_visibility,
 )
-from conveyor.worker.batch_delivery import BatchPoster, QueueIdentity
+from conveyor.worker.batch_delivery import BatchPoster, queue_identities
+from conveyor.worker.batch_dispatch import BatchDispatcher
 from conveyor.worker.batcher import Batcher
-from conveyor.worker.breaker import (
-    GRACE_S,
-    MAX_PROBES,
-    Breaker,
-    Verdict,
-    verdict,
-)
 from conveyor.worker.config import WorkerConfig
 from conveyor.worker.delivery import Deliverer, Outcome
 from conveyor.worker.flow import IdleControl, OpenPosts, Slots
 from conveyor.worker.groups import GroupQueues
+from conveyor.worker.heartbeat import Heartbeat
+from conveyor.worker.job import Job, JobActions, Waiting, log_fields
 from conveyor.worker.metrics import WorkerMetrics
+from conveyor.worker.outage import AppOutage
 from conveyor.worker.partitions import (
     PartitionedReceiver,
     PartitionRouter,
@@ -111,25 +103,6 @@ _MAX_POLLERS = 64
 HookFactory = Callable[[WorkerConfig, str, CollectorRegistry], WorkerHook]
 
 
-@dataclass(slots=True)
-class Job:
-    """A received message and what the daemon knows about its visibility."""
-
-    message: Message
-    received_s: float  # monotonic time the ReceiveMessage call was sent
-    visible_until_s: float  # monotonic; conservative (counted from before the receive)
-    accepted_s: float = 0.0  # monotonic time the answer was read
-    started_s: float | None = None
-    extending: bool = False
-    released: bool = False
-    group: str | None = None  # MessageGroupId on a FIFO queue
-    waiting: bool = False  # held back here without a slot (behind its group, or a retry)
-    retry: asyncio.TimerHandle | None = None  # when a retry here is due
-    exhausted: bool = False  # failed maxReceiveCount times: for the dead-letter queue
-    failure: Outcome | None = None  # the POST that found the app unavailable (held since)
-    failed_s: float = 0.0  # monotonic time of that POST's answer
-
-
 class Worker:
     """One worker daemon for one queue. `await run()` until `stop()` (or a signal) drains it."""
 
@@ -154,12 +127,11 @@ class Worker:
         self._jobs: dict[str, Job] = {}
         self._fifo = self.queue_name.endswith(".fifo")  # SQS requires the suffix
         self._groups: GroupQueues[Job] = GroupQueues()
-        self._waiting = Slots(self._slots.capacity * _HELD_PER_SLOT)
+        self._waiting = Waiting(self._slots.capacity * _HELD_PER_SLOT)
         self._open = OpenPosts(ConcurrencyLimit(Clock(), config.http_connections,
                                                 adaptive=config.adaptive_concurrency),
-                               self._slots, per_post=max(1, config.batch_size),
+                               self._slots, self.metrics, per_post=max(1, config.batch_size),
                                receive_batch=self._batch)
-        self.metrics.concurrency_limit(self._open.limit.current)
         self._buffer: asyncio.Queue[Job | None] = asyncio.Queue()
         self._stopping = asyncio.Event()
         self._force = asyncio.Event()
@@ -177,9 +149,17 @@ class Worker:
             config.payload_access_key, config.payload_bucket,
             delete_after=config.delete_payloads)
         self._batches: BatchPoster | None = None  # BatchSize: several messages per POST
-        self._breaker: Breaker[Job] = Breaker(self._rng)
-        self._prober: asyncio.Task[None] | None = None
-        self._grace: asyncio.TimerHandle | None = None
+        self._batch_dispatch: BatchDispatcher | None = None
+        # What the pieces that decide when (the batch dispatchers, the outage) may do.
+        self._actions = JobActions(admit=self._admit, post=self._post, settle=self._settle,
+                                   retry=self._retry, release=self._release,
+                                   dispatch=self._dispatch)
+        health_path = config.health_check_path
+        self._outage = AppOutage(
+            self._actions, jobs=self._jobs, waiting=self._waiting, metrics=self.metrics,
+            queue_name=self.queue_name, stopping=self._stopping, pause=self._pause,
+            receive_one=self._fetch_one, rng=self._rng,
+            healthy=(lambda: self._deliverer.healthy(health_path)) if health_path else None)
         self.hooks = [make(config, self.queue_name, self.metrics.registry) for make in hooks]
 
     # -- life cycle -----------------------------------------------------------
@@ -266,8 +246,14 @@ class Worker:
         self._change.start()
         await self._deliverer.open()
         if self.config.batch_size:
-            self._batches = BatchPoster(self._deliverer, self.queue_name,
-                                        self._queue_identities(sqs.region), fifo=self._fifo)
+            identities = queue_identities(lambda m: self._queues_of(m).queue_url, sqs.region)
+            self._batches = BatchPoster(self._deliverer, self.queue_name, identities,
+                                        fifo=self._fifo)
+            self._batch_dispatch = BatchDispatcher(
+                self._batches, self.config.batch_size, self._actions,
+                buffer=self._buffer, slots=self._slots, open_posts=self._open,
+                groups=self._groups, past_retention=lambda m: self._expired_age_s(m) is not None,
+                payloads=self._payloads, metrics=self.metrics, queue_name=self.queue_name)
         for hook in self.hooks:
             await hook.start(sqs, url)
         self.presence = Presence(sqs, self.queue_name, self._announced_status,
@@ -291,7 +277,12 @@ class Worker:
                        for i in range(self.config.http_connections)]
         pollers = [asyncio.create_task(self._poll_loop(first=i == 0), name=f"poll-{i}")
                    for i in range(self._pollers)]
-        heartbeat = asyncio.create_task(self._heartbeat_loop(), name="heartbeat")
+        heartbeats = Heartbeat(
+            self._jobs, self._change.submit, self._release,
+            visibility_timeout_s=self.config.visibility_timeout,
+            request_limit_s=self.config.connect_timeout + self.config.inactivity_timeout,
+            metrics=self.metrics, queue_name=self.queue_name)
+        heartbeat = asyncio.create_task(heartbeats.run(), name="heartbeat")
         self.presence.start()
         self.state = "running"
         self.ready.set()
@@ -309,11 +300,7 @@ class Worker:
         self.state = "draining"
         for hook in self.hooks:  # e.g. the cron lease is handed over before the drain
             await hook.stop()
-        if self._grace is not None:
-            self._grace.cancel()
-        if self._prober is not None:
-            self._prober.cancel()
-            await asyncio.gather(self._prober, return_exceptions=True)
+        await self._outage.stop()
         for task in pollers:
             task.cancel()
         await asyncio.gather(*pollers, return_exceptions=True)
@@ -360,8 +347,8 @@ class Worker:
         if not first:
             await self._idle.start_parked()
         while not self._stopping.is_set():
-            await self._breaker.closed.wait()  # no receiving while the app is unavailable
-            await self._waiting.wait_free()
+            await self._outage.wait_closed()  # no receiving while the app is unavailable
+            await self._waiting.room()
             await self._slots.take(self._batch)
             if self._stopping.is_set():  # a receive begun now could be cut off by the
                 self._slots.give(self._batch)  # drain, its messages hidden for their
@@ -399,7 +386,7 @@ class Worker:
                 job.group = message.group_id
                 if not self._groups.add(job.group, job):
                     self._slots.give(1)
-                    self._wait(job)
+                    self._waiting.add(job)  # takes no slot (see _HELD_PER_SLOT)
                     continue
             self._buffer.put_nowait(job)
         self.metrics.received(len(messages))
@@ -417,11 +404,26 @@ class Worker:
             self._poll_error_logged_s = -math.inf
         self._poll_errors.reset()
 
+    async def _fetch_one(self) -> None:
+        """Receive one message (the outage's second opinion); a dispatcher parks it."""
+        assert self._sqs is not None
+        started = time.monotonic()
+        try:
+            messages = await self._sqs.receive_messages(
+                self.queue_url, max_messages=1, wait_time_s=0,
+                visibility_timeout_s=self.config.visibility_timeout, system_attributes=("All",))
+        except (SQSTransportError, SQSError) as exc:
+            self._log_poll_error(exc)
+            return
+        if messages:
+            self._slots.overdraw(1)
+            self._accept(messages, started)
+
     # -- dispatching ----------------------------------------------------------
 
     async def _dispatch_loop(self) -> None:
-        if self._batches is not None:
-            await self._batch_loop()
+        if self._batch_dispatch is not None:
+            await self._batch_dispatch.run()
             return
         while True:
             await self._open.enter()  # room under the concurrency limit first (kept on return:
@@ -447,120 +449,16 @@ class Worker:
         if job.exhausted:  # its copy to the dead-letter queue failed before: try again
             await self._to_dead_letter(job, "MaxRetries")
             return False
-        age_s = self._age_s(message)
-        if age_s is not None and age_s > self.config.retention_period:
+        age_s = self._expired_age_s(message)
+        if age_s is not None:
             await self._expire(job, age_s)
             return False
         if not await self._admitted_by_hooks(job):
             return False
-        if self._breaker.is_open:  # the app is unavailable: hold it, do not try it
-            self._park(job)
+        if self._outage.is_open:  # the app is unavailable: hold it, do not try it
+            self._outage.park(job)
             return False
         return True
-
-    # -- batch delivery (BatchSize, batch_delivery.py) ------------------------------------
-
-    async def _batch_loop(self) -> None:
-        """A dispatcher that POSTs what the buffer holds, up to BatchSize messages at a time
-        (and on a FIFO queue the messages waiting behind each group's first, in order)."""
-        size = self.config.batch_size
-        while True:
-            await self._open.enter()  # room under the concurrency limit first
-            job: Job | None = await self._buffer.get()
-            batch: list[Job] = []
-            taken = 0
-            try:
-                while job is not None:
-                    taken += 1
-                    if not job.released and await self._admit(job):
-                        if self._deliverer.goes_alone(job.message):
-                            await self._settle(job, await self._post(job))  # to its own url
-                        else:
-                            batch.append(job)
-                            batch += self._followers(job, size - len(batch))
-                    if len(batch) >= size or self._buffer.empty():
-                        break
-                    job = self._buffer.get_nowait()
-                if batch:
-                    await self._post_batch(batch)
-            finally:
-                self._slots.give(taken)
-                self._open.leave()
-            if job is None:
-                return
-
-    def _followers(self, job: Job, room: int) -> list[Job]:
-        """FIFO: the messages of the job's group waiting behind it, to go in its batch."""
-        if job.group is None or room <= 0:
-            return []
-        followers: list[Job] = []
-        for other in self._groups.following(job.group, room):
-            age_s = self._age_s(other.message)
-            if (other.released or self._deliverer.goes_alone(other.message)
-                    or (age_s is not None and age_s > self.config.retention_period)):
-                break  # dealt with one by one when it is the group's first
-            followers.append(other)
-        return followers
-
-    async def _post_batch(self, batch: list[Job]) -> None:
-        """POST a batch and settle each message: deleted, retried, or (FIFO) left waiting
-        behind a failure in its group."""
-        assert self._batches is not None
-        started = time.monotonic()
-        for job in batch:
-            job.started_s = started
-            self.metrics.waited(started - job.accepted_s)
-        try:  # offloaded bodies first, before the app's time is measured
-            outcomes, ready = await self._with_bodies(batch)
-        except asyncio.CancelledError:
-            for job in batch:
-                self._release(job)
-            raise
-        if ready:
-            self.metrics.in_flight(1)
-            posted = self._open.posting()
-            status = "cancelled"
-            try:
-                sent = await self._batches.post(list(ready.values()))
-                status = next((outcome.status for outcome in sent if outcome is not None), status)
-            except asyncio.CancelledError:
-                for job in batch:
-                    self._release(job)
-                raise
-            finally:
-                self._posted(posted, status)
-            for i, outcome in zip(ready, sent, strict=True):
-                outcomes[i] = outcome
-        self.metrics.batch_posted(outcomes)
-        for job, outcome in zip(batch, outcomes, strict=True):
-            if outcome is None:  # unprocessed: waits behind its group's failure, uncounted
-                job.started_s = None
-                log.info("not processed, waits behind a failure in its group: queue=%s "
-                         "message=%s group=%s", self.queue_name, job.message.message_id,
-                         job.group, extra=self._fields(job.message, outcome="unprocessed"))
-        for job, outcome in zip(batch, outcomes, strict=True):
-            if outcome is not None:
-                await self._settle(job, outcome)
-
-    async def _with_bodies(self, batch: list[Job]
-                           ) -> tuple[list[Outcome | None], dict[int, Message]]:
-        """Fetch the batch's offloaded bodies: the messages to POST (by position, with their
-        bodies), and the outcomes so far: a message whose body is unavailable fails alone
-        (FIFO: its group's later ones wait, None)."""
-        resolved = await self._payloads.resolve_each([job.message for job in batch])
-        outcomes: list[Outcome | None] = [None] * len(batch)
-        stopped: set[str] = set()
-        ready: dict[int, Message] = {}
-        for i, (job, found) in enumerate(zip(batch, resolved, strict=True)):
-            if job.group is not None and job.group in stopped:
-                continue
-            if isinstance(found, PayloadUnavailable):
-                outcomes[i] = Outcome(False, "payload-unavailable", 0.0, detail=str(found))
-                if job.group is not None:
-                    stopped.add(job.group)
-            else:
-                ready[i] = found
-        return outcomes, ready
 
     async def _post(self, job: Job) -> Outcome:
         """POST the message to the app (job.started_s says since when), within the
@@ -576,7 +474,6 @@ class Worker:
             self._release(job)
             raise
         started = self._open.posting()
-        self.metrics.in_flight(1)
         status = "cancelled"
         try:
             if self._batches is None or self._deliverer.goes_alone(message):
@@ -589,27 +486,14 @@ class Worker:
             self._release(job)
             raise
         finally:
-            self._posted(started, status)
-
-    def _posted(self, started: float, status: str) -> None:
-        """A POST (of one message or a batch) ended: the open-request gauge drops and the
-        concurrency limit learns from it; a fixed limit never moves from the one shown at
-        start, so only an adaptive one is shown again."""
-        self.metrics.in_flight(-1)
-        limit = self._open.limit
-        self._open.posted(started, status)
-        if limit.adaptive:
-            self.metrics.concurrency_limit(limit.current, limit.cuts)
+            self._open.posted(started, status)
 
     async def _settle(self, job: Job, outcome: Outcome) -> None:
         """Act on a POST's outcome: delete, retry, or hold it while the app is unavailable."""
-        seen = verdict(outcome)
-        if seen is Verdict.ANSWERED:
-            self._breaker.answered()
+        if self._outage.hold_if_unavailable(job, outcome):
+            return
         if outcome.ok:
             self._done(job, outcome)
-        elif seen is Verdict.DOWN or (seen is Verdict.SUSPECT and not self._own_failure(job)):
-            self._app_unavailable(job, outcome, seen)
         else:
             await self._retry(job, outcome)
 
@@ -637,6 +521,11 @@ class Worker:
             await self._retry(job, Outcome(False, exc.reason, 0.0, detail=str(exc)))
             return False
         return True
+
+    def _expired_age_s(self, message: Message) -> float | None:
+        """The message's age when it is past RetentionPeriod, else None."""
+        age_s = self._age_s(message)
+        return age_s if age_s is not None and age_s > self.config.retention_period else None
 
     def _age_s(self, message: Message) -> float | None:
         """Seconds since the message was sent (SentTimestamp), as RetentionPeriod counts.
@@ -673,8 +562,8 @@ class Worker:
     def _finish(self, job: Job) -> None:
         """The daemon is done with this message; on a FIFO queue its group's next may go."""
         self._jobs.pop(job.message.receipt_handle, None)
-        self._breaker.forget(job)
-        self._stop_waiting(job)
+        self._outage.forget(job)
+        self._waiting.discard(job)
         if job.retry is not None:
             job.retry.cancel()
             job.retry = None
@@ -689,24 +578,13 @@ class Worker:
         else:
             self._dispatch(following)
 
-    def _wait(self, job: Job) -> None:
-        """Hold a message here without a slot (see _HELD_PER_SLOT)."""
-        if not job.waiting:
-            job.waiting = True
-            self._waiting.overdraw(1)
-
-    def _stop_waiting(self, job: Job) -> None:
-        if job.waiting:
-            job.waiting = False
-            self._waiting.give(1)
-
     def _dispatch(self, job: Job) -> None:
         """Hand a held message to the dispatchers now, ahead of the next receive."""
         job.retry = None
         if (job.released or job.message.receipt_handle not in self._jobs
                 or job.started_s is not None):  # at the app (in its group's batch)
             return
-        self._stop_waiting(job)
+        self._waiting.discard(job)
         self._slots.overdraw(1)
         self._buffer.put_nowait(job)
 
@@ -785,7 +663,7 @@ class Worker:
         """Keep a message here (invisible, its group held back) and dispatch it again after
         `seconds`."""
         job.started_s = None
-        self._wait(job)
+        self._waiting.add(job)
         job.retry = asyncio.get_running_loop().call_later(seconds, self._dispatch, job)
 
     def _later(self, job: Job, seconds: int) -> None:
@@ -818,19 +696,6 @@ class Worker:
                                                 dead_letter_message_id=copy_id))
         return True
 
-    def _queue_identities(self, region: str) -> Callable[[Message], QueueIdentity]:
-        """What a batch's records say of each message's queue: its partition's own, on a
-        partitioned queue (Lambda's record names the queue it read the message from)."""
-        identities: dict[str, QueueIdentity] = {}
-
-        def identity(message: Message) -> QueueIdentity:
-            url = self._queues_of(message).queue_url
-            if url not in identities:
-                identities[url] = QueueIdentity.from_url(url, region)
-            return identities[url]
-
-        return identity
-
     def _queues_of(self, message: Message) -> WorkerQueues:
         """The queue a message came from, with its dead-letter queue: its partition's."""
         assert self.queues is not None
@@ -851,236 +716,7 @@ class Worker:
         self._finish(job)
 
     def _fields(self, message: Message, **more: Any) -> dict[str, Any]:
-        """What a JSON log line (conveyor.logs) carries besides its text."""
-        return {"queue": self.queue_name, "message_id": message.message_id, **more}
-
-    # -- the app's circuit breaker (breaker.py) -------------------------------------------
-
-    def _own_failure(self, job: Job) -> bool:
-        """Judge a SUSPECT answer (a reset, 502/503/504): the message's own failure, or a
-        sign that the app is unavailable."""
-        assert job.started_s is not None
-        return self._breaker.own_failure(job.started_s)
-
-    def _app_unavailable(self, job: Job, outcome: Outcome, seen: Verdict) -> None:
-        """Hold a message the app could not take (it is tried again here, not given back
-        with ErrorVisibilityTimeout), and open the breaker if it is closed."""
-        self.metrics.failed(outcome.status, outcome.elapsed_s)
-        self._hold_for_app(job, outcome, front=False)
-        breaker = self._breaker
-        if breaker.open():
-            self._opened(job, outcome)
-        elif breaker.released and breaker.held > MAX_PROBES:
-            self._release(job)
-
-    def _hold_for_app(self, job: Job, outcome: Outcome, *, front: bool) -> None:
-        job.started_s = None
-        job.failure, job.failed_s = outcome, time.monotonic()
-        self._wait(job)
-        if front:
-            self._breaker.failed.insert(0, job)
-        else:
-            self._breaker.failed.append(job)
-
-    def _opened(self, job: Job, outcome: Outcome) -> None:
-        self.metrics.app_available(False)
-        detail = f": {outcome.detail}" if outcome.detail else ""
-        log.warning("app unavailable (%s%s): queue=%s message=%s; receiving paused, messages "
-                    "held and tried again here", outcome.status, detail, self.queue_name,
-                    job.message.message_id,
-                    extra=self._fields(job.message, outcome="app-unavailable",
-                                       status=outcome.status))
-        loop = asyncio.get_running_loop()
-        self._grace = loop.call_later(GRACE_S, self._release_held)
-        self._prober = asyncio.create_task(self._probe_loop(), name="app-probe")
-
-    def _park(self, job: Job) -> None:
-        """Hold a message not yet tried while the app is unavailable, or release it when
-        enough are held already (after GRACE_S)."""
-        breaker = self._breaker
-        if breaker.released and breaker.held >= MAX_PROBES:
-            self._release(job)
-            return
-        self._wait(job)
-        breaker.parked.append(job)
-
-    def _release_held(self) -> None:
-        """GRACE_S after the breaker opened: release (visibility 0) what this worker holds,
-        so that other workers can take it, but MAX_PROBES messages to try the app with
-        and the FIFO groups waiting behind them (their order stays)."""
-        breaker = self._breaker
-        breaker.released = True
-        keep = (breaker.failed + breaker.parked)[:MAX_PROBES]
-        kept_groups = {job.group for job in keep if job.group is not None}
-        released = 0
-        for job in list(self._jobs.values()):
-            if (job.started_s is not None or job.exhausted or job.released
-                    or any(job is kept for kept in keep) or job.group in kept_groups):
-                continue
-            self._release(job)
-            released += 1
-        log.warning("app still unavailable after %.0fs: queue=%s released=%d held=%d (to try "
-                    "the app with, FIFO groups behind them, open requests)", GRACE_S,
-                    self.queue_name, released, len(self._jobs))
-
-    async def _probe_loop(self) -> None:
-        """Look at the app after a growing pause until it answers; then close the breaker."""
-        breaker = self._breaker
-        reminded_s = time.monotonic()
-        while not self._stopping.is_set():
-            first = breaker.failed[0].failure if breaker.failed else None
-            suspect = first is not None and verdict(first) is Verdict.SUSPECT
-            await self._pause(breaker.next_pause_s(
-                suspect=suspect, retry_after_s=first.retry_after_s if first else None))
-            if self._stopping.is_set() or await self._app_back():
-                return
-            now = time.monotonic()
-            if now - reminded_s >= _ERROR_LOG_EVERY_S:
-                reminded_s = now
-                log.warning("app still unavailable after %.0fs: queue=%s held=%d",
-                            now - breaker.opened_s, self.queue_name, breaker.held)
-
-    async def _app_back(self) -> bool:
-        """One look: the health check if there is one, else a held message; True when the
-        app answered (the breaker is then closed)."""
-        if await self._answered_since_suspects():
-            return True
-        if self.config.health_check_path:
-            if not await self._deliverer.healthy(self.config.health_check_path):
-                return False
-            self._breaker.answered()
-            await self._close_breaker()
-            return True
-        job = await self._probe_job()
-        if job is None:  # nothing held (all handed back meanwhile): nothing to protect
-            await self._close_breaker()
-            return True
-        return await self._try_app(job)
-
-    async def _answered_since_suspects(self) -> bool:
-        """True (and the breaker closed) when the app answered a request that was open when
-        a held message got a SUSPECT answer, after that answer: that message's failure was
-        its own, and it is retried as any failure is (breaker.py)."""
-        breaker = self._breaker
-        own = [job for job in breaker.failed if job.failure is not None
-               and verdict(job.failure) is Verdict.SUSPECT and breaker.last_answer_s > job.failed_s]
-        if not own:
-            return False
-        for job in own:
-            breaker.forget(job)
-            self._stop_waiting(job)
-        await self._close_breaker()
-        for job in own:
-            assert job.failure is not None
-            await self._retry(job, job.failure, counted=True)
-        return True
-
-    async def _probe_job(self) -> Job | None:
-        """The message to try the app with: an untried one first when the held ones got
-        SUSPECT answers (if it gets an answer, theirs were their own failures), else the
-        oldest held. With only SUSPECT ones held, now and then one more is received."""
-        breaker = self._breaker
-        suspects = any(job.failure is not None and verdict(job.failure) is Verdict.SUSPECT
-                       for job in breaker.failed)
-        if breaker.parked and (suspects or not breaker.failed):
-            return breaker.parked[0]
-        if suspects and breaker.wants_second_opinion():
-            await self._fetch_one()
-        return breaker.failed[0] if breaker.failed else None
-
-    async def _fetch_one(self) -> None:
-        """Receive one message; a dispatcher parks it for the next look."""
-        assert self._sqs is not None
-        started = time.monotonic()
-        try:
-            messages = await self._sqs.receive_messages(
-                self.queue_url, max_messages=1, wait_time_s=0,
-                visibility_timeout_s=self.config.visibility_timeout, system_attributes=("All",))
-        except (SQSTransportError, SQSError) as exc:
-            self._log_poll_error(exc)
-            return
-        if messages:
-            self._slots.overdraw(1)
-            self._accept(messages, started)
-
-    async def _try_app(self, job: Job) -> bool:
-        """POST a held message as a probe; True when the app answered."""
-        breaker = self._breaker
-        was_failed = any(job is failed for failed in breaker.failed)
-        breaker.forget(job)
-        self._stop_waiting(job)
-        outcome = await self._post(job)
-        seen = verdict(outcome)
-        if seen is Verdict.ANSWERED:
-            breaker.answered()
-            await self._close_breaker()
-            await self._settle(job, outcome)
-            return True
-        if seen is Verdict.NEUTRAL:  # no answer in time: the app is there, or hangs
-            await self._retry(job, outcome)
-            return False
-        self.metrics.failed(outcome.status, outcome.elapsed_s)
-        self._hold_for_app(job, outcome, front=was_failed)
-        return False
-
-    async def _close_breaker(self) -> None:
-        """The app answers: send it what was held, in order, and receive again."""
-        breaker = self._breaker
-        failed, parked = breaker.close()
-        if self._grace is not None:
-            self._grace.cancel()
-        self.metrics.app_available(True)
-        log.warning("app answers again after %.1fs: queue=%s; receiving resumed, %d held "
-                    "messages go to it now", time.monotonic() - breaker.opened_s,
-                    self.queue_name, len(failed) + len(parked))
-        for job in failed + parked:
-            self._dispatch(job)
-
-    # -- heartbeats -----------------------------------------------------------
-
-    async def _heartbeat_loop(self) -> None:
-        """Extend the visibility of messages whose request is still open (seed 003), up to
-        ConnectTimeout + InactivityTimeout; release buffered ones about to reappear.
-
-        FIFO messages waiting here are extended instead: released, one would let SQS hand
-        its group out again behind the back of this worker, or cost a receive to each
-        message of the group behind it."""
-        vt = self.config.visibility_timeout
-        if vt == 0:
-            return  # the operator asked for messages never to be hidden
-        tick_s = min(1.0, max(0.05, vt / 4))
-        margin_s = vt / 2
-        limit_s = self.config.connect_timeout + self.config.inactivity_timeout
-        while True:
-            await asyncio.sleep(tick_s)
-            now = time.monotonic()
-            for job in list(self._jobs.values()):
-                if job.extending or job.visible_until_s - now > margin_s:
-                    continue
-                if job.started_s is None and job.group is None and not job.waiting:
-                    self._release(job)  # buffered, about to reappear: let another take it
-                elif job.started_s is None or now - job.started_s < limit_s:
-                    self._extend(job, now)
-
-    def _extend(self, job: Job, now: float) -> None:
-        assert self._change is not None
-        job.extending = True
-        seconds = self.config.visibility_timeout
-        future = self._change.submit(job.message.message_id, (job.message.receipt_handle, seconds))
-
-        def done(f: asyncio.Future[str | None]) -> None:
-            refusal = f.result()
-            if refusal is None:
-                job.extending = False
-                job.visible_until_s = now + seconds
-                self.metrics.extended(1)
-            elif job.message.receipt_handle in self._jobs:
-                # left `extending` so it is not retried every tick
-                log.warning("could not extend visibility, the message may be delivered again "
-                            "while this worker holds it: queue=%s message=%s code=%s",
-                            self.queue_name, job.message.message_id, refusal)
-
-        future.add_done_callback(done)
+        return log_fields(self.queue_name, message, **more)
 
     # -- health ---------------------------------------------------------------
 
@@ -1098,7 +734,7 @@ class Worker:
                   "in_flight": sum(job.started_s is not None for job in self._jobs.values()),
                   "held": self._slots.capacity - self._slots.free,
                   "holding": len(self._jobs),  # received, not finished: busy for conveyor scale
-                  "app_available": not self._breaker.is_open,
+                  "app_available": not self._outage.is_open,
                   "concurrency_limit": self._open.limit.current,
                   "processing_avg_s": self.metrics.processing_avg_s,
                   "processed": self.metrics.processed}

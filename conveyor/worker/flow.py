@@ -7,6 +7,7 @@ import asyncio
 
 from conveyor.worker.adaptive import ConcurrencyLimit
 from conveyor.worker.backoff import IdleBackoff
+from conveyor.worker.metrics import WorkerMetrics
 
 
 class Slots:
@@ -54,16 +55,19 @@ class Slots:
 class OpenPosts:
     """The gate in front of the app: at most `limit.current` POSTs open (adaptive.py), and
     at most as many messages as they carry plus one receive's batch held (`held`), so that
-    a worker whose app is slow keeps no more messages invisible than it can soon send."""
+    a worker whose app is slow keeps no more messages invisible than it can soon send.
+    The open-request and concurrency-limit gauges follow it."""
 
-    def __init__(self, limit: ConcurrencyLimit, held: Slots, *, per_post: int,
-                 receive_batch: int) -> None:
+    def __init__(self, limit: ConcurrencyLimit, held: Slots, metrics: WorkerMetrics, *,
+                 per_post: int, receive_batch: int) -> None:
         self.limit = limit
         self._gate = Slots(limit.current)
         self._held = held
+        self._metrics = metrics
         self._per_post = per_post  # messages one POST carries (BatchSize, or 1)
         self._receive_batch = receive_batch
         self._resize_held()
+        metrics.concurrency_limit(limit.current)
 
     async def enter(self) -> None:
         """Wait for room under the limit (a dispatcher, before it takes a message)."""
@@ -74,15 +78,21 @@ class OpenPosts:
         self._gate.give(1)
 
     def posting(self) -> float:
-        """A POST starts now; returns its start for `posted`."""
+        """A POST (of one message or a batch) starts now; returns its start for `posted`."""
+        self._metrics.in_flight(1)
         return self.limit.start()
 
     def posted(self, started_s: float, status: str) -> None:
-        """The POST started at `started_s` ended with `status`: let the limit learn."""
+        """The POST started at `started_s` ended with `status`: let the limit learn. A fixed
+        limit never moves from the one shown at start, so only an adaptive one is shown
+        again."""
+        self._metrics.in_flight(-1)
         self.limit.finish(started_s, status)
         if self.limit.current != self._gate.capacity:
             self._gate.resize(self.limit.current)
             self._resize_held()
+        if self.limit.adaptive:
+            self._metrics.concurrency_limit(self.limit.current, self.limit.cuts)
 
     def _resize_held(self) -> None:
         self._held.resize(self.limit.current * self._per_post + self._receive_batch)

@@ -1,0 +1,162 @@
+"""Dispatching with BatchSize: which messages go to the app together, and what becomes of
+each. (How a batch is written and its answer read is batch_delivery.py.)
+
+A dispatcher takes what the buffer holds, up to BatchSize messages, and POSTs them as one
+batch; on a FIFO queue a group's first message brings the messages waiting behind it
+(`followers`), in order. A scheduled job goes alone to its own url, as without BatchSize.
+Each message of the answer is settled by the daemon (deleted, retried, held while the app
+is unavailable) but one the app did not process (FIFO: behind a failure in its group, or
+behind a body that could not be fetched): it stays waiting behind its group's first,
+neither deleted nor counted as failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Sequence
+
+from conveyor.client import Message
+from conveyor.payloads.resolver import PayloadResolver, PayloadUnavailable
+from conveyor.worker.batch_delivery import BatchPoster
+from conveyor.worker.delivery import Deliverer, Outcome
+from conveyor.worker.flow import OpenPosts, Slots
+from conveyor.worker.groups import GroupQueues
+from conveyor.worker.job import Job, JobActions, log_fields
+from conveyor.worker.metrics import WorkerMetrics
+
+# The daemon's logger: its lines read (and are filtered) as they did when this was daemon.py.
+log = logging.getLogger("conveyor.worker.daemon")
+
+
+class BatchDispatcher:
+    """The dispatchers' loop with BatchSize: one `run()` per HttpConnections."""
+
+    def __init__(self, poster: BatchPoster, size: int, actions: JobActions, *,
+                 buffer: asyncio.Queue[Job | None], slots: Slots, open_posts: OpenPosts,
+                 groups: GroupQueues[Job], past_retention: Callable[[Message], bool],
+                 payloads: PayloadResolver, metrics: WorkerMetrics, queue_name: str) -> None:
+        self._poster = poster
+        self._size = size
+        self._actions = actions
+        self._buffer = buffer  # received messages; None: the worker is stopping
+        self._slots = slots  # each message taken from the buffer holds one
+        self._open = open_posts
+        self._groups = groups
+        self._past_retention = past_retention
+        self._payloads = payloads
+        self._metrics = metrics
+        self._queue_name = queue_name
+
+    async def run(self) -> None:
+        """A dispatcher that POSTs what the buffer holds, up to BatchSize messages at a time
+        (and on a FIFO queue the messages waiting behind each group's first, in order)."""
+        size = self._size
+        while True:
+            await self._open.enter()  # room under the concurrency limit first
+            job: Job | None = await self._buffer.get()
+            batch: list[Job] = []
+            taken = 0
+            try:
+                while job is not None:
+                    taken += 1
+                    if not job.released and await self._actions.admit(job):
+                        if Deliverer.goes_alone(job.message):  # to its own url
+                            await self._actions.settle(job, await self._actions.post(job))
+                        else:
+                            batch.append(job)
+                            batch += followers(job, self._groups, size - len(batch),
+                                               self._one_by_one)
+                    if len(batch) >= size or self._buffer.empty():
+                        break
+                    job = self._buffer.get_nowait()
+                if batch:
+                    await self._post(batch)
+            finally:
+                self._slots.give(taken)
+                self._open.leave()
+            if job is None:
+                return
+
+    def _one_by_one(self, job: Job) -> bool:
+        """True for a message dealt with alone when it is its group's first: released, a
+        scheduled job, or past RetentionPeriod."""
+        return (job.released or Deliverer.goes_alone(job.message)
+                or self._past_retention(job.message))
+
+    async def _post(self, batch: list[Job]) -> None:
+        """POST a batch and settle each message: deleted, retried, or (FIFO) left waiting
+        behind a failure in its group."""
+        started = time.monotonic()
+        for job in batch:
+            job.started_s = started
+            self._metrics.waited(started - job.accepted_s)
+        try:  # offloaded bodies first, before the app's time is measured
+            resolved = await self._payloads.resolve_each([job.message for job in batch])
+        except asyncio.CancelledError:
+            self._release(batch)
+            raise
+        outcomes, ready = with_bodies(batch, resolved)
+        if ready:
+            posted = self._open.posting()
+            status = "cancelled"
+            try:
+                sent = await self._poster.post(list(ready.values()))
+                status = next((outcome.status for outcome in sent if outcome is not None), status)
+            except asyncio.CancelledError:
+                self._release(batch)
+                raise
+            finally:
+                self._open.posted(posted, status)
+            for i, outcome in zip(ready, sent, strict=True):
+                outcomes[i] = outcome
+        self._metrics.batch_posted(outcomes)
+        for job, outcome in zip(batch, outcomes, strict=True):
+            if outcome is None:  # unprocessed: waits behind its group's failure, uncounted
+                job.started_s = None
+                log.info("not processed, waits behind a failure in its group: queue=%s "
+                         "message=%s group=%s", self._queue_name, job.message.message_id,
+                         job.group, extra=log_fields(self._queue_name, job.message,
+                                                     outcome="unprocessed"))
+        for job, outcome in zip(batch, outcomes, strict=True):
+            if outcome is not None:
+                await self._actions.settle(job, outcome)
+
+    def _release(self, batch: list[Job]) -> None:
+        for job in batch:
+            self._actions.release(job)
+
+
+def followers(job: Job, groups: GroupQueues[Job], room: int,
+              one_by_one: Callable[[Job], bool]) -> list[Job]:
+    """FIFO: up to `room` messages of the job's group waiting behind it, to go in its batch;
+    they stop before the first that is to be `one_by_one` (when it is its group's first)."""
+    if job.group is None or room <= 0:
+        return []
+    found: list[Job] = []
+    for other in groups.following(job.group, room):
+        if one_by_one(other):
+            break
+        found.append(other)
+    return found
+
+
+def with_bodies(batch: Sequence[Job], resolved: Sequence[Message | PayloadUnavailable]
+                ) -> tuple[list[Outcome | None], dict[int, Message]]:
+    """Sort a batch by its offloaded bodies (`resolved`, in order): the messages to POST (by
+    position, with their bodies), and the outcomes so far: a message whose body is
+    unavailable fails alone (FIFO: its group's later ones wait, None)."""
+    outcomes: list[Outcome | None] = [None] * len(batch)
+    stopped: set[str] = set()
+    ready: dict[int, Message] = {}
+    for i, (job, found) in enumerate(zip(batch, resolved, strict=True)):
+        if job.group is not None and job.group in stopped:
+            continue
+        if isinstance(found, PayloadUnavailable):
+            outcomes[i] = Outcome(False, "payload-unavailable", 0.0, detail=str(found))
+            if job.group is not None:
+                stopped.add(job.group)
+        else:
+            ready[i] = found
+    return outcomes, ready

@@ -1,0 +1,79 @@
+"""A message the worker holds, and what the daemon does with one: the common ground of the
+daemon (daemon.py) and the pieces that decide when it acts (batch_dispatch.py, outage.py,
+heartbeat.py)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from conveyor.client import Message
+from conveyor.worker.delivery import Outcome
+from conveyor.worker.flow import Slots
+
+
+@dataclass(slots=True)
+class Job:
+    """A received message and what the daemon knows about its visibility."""
+
+    message: Message
+    received_s: float  # monotonic time the ReceiveMessage call was sent
+    visible_until_s: float  # monotonic; conservative (counted from before the receive)
+    accepted_s: float = 0.0  # monotonic time the answer was read
+    started_s: float | None = None
+    extending: bool = False
+    released: bool = False
+    group: str | None = None  # MessageGroupId on a FIFO queue
+    waiting: bool = False  # held back here without a slot (behind its group, or a retry)
+    retry: asyncio.TimerHandle | None = None  # when a retry here is due
+    exhausted: bool = False  # failed maxReceiveCount times: for the dead-letter queue
+    failure: Outcome | None = None  # the POST that found the app unavailable (held since)
+    failed_s: float = 0.0  # monotonic time of that POST's answer
+
+
+class Waiting:
+    """The messages held here without a slot: behind their FIFO group's first, waiting for
+    a retry here, or held while the app is unavailable. They take no slot, but they are
+    counted: past `capacity` of them the pollers wait (see _HELD_PER_SLOT in daemon.py)."""
+
+    def __init__(self, capacity: int) -> None:
+        self._slots = Slots(capacity)
+
+    def add(self, job: Job) -> None:
+        if not job.waiting:
+            job.waiting = True
+            self._slots.overdraw(1)
+
+    def discard(self, job: Job) -> None:
+        if job.waiting:
+            job.waiting = False
+            self._slots.give(1)
+
+    async def room(self) -> None:
+        """Wait until fewer than `capacity` messages wait here."""
+        await self._slots.wait_free()
+
+
+class Retry(Protocol):
+    def __call__(self, job: Job, outcome: Outcome, *, counted: bool = False
+                 ) -> Awaitable[None]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class JobActions:
+    """What the daemon does with one message, for the pieces that decide when: the Worker's
+    own methods (daemon.py says what each does)."""
+
+    admit: Callable[[Job], Awaitable[bool]]  # True: POST it now; else it was dealt with
+    post: Callable[[Job], Awaitable[Outcome]]  # POST it alone
+    settle: Callable[[Job, Outcome], Awaitable[None]]  # delete, retry or hold, by the outcome
+    retry: Retry  # after a failure (counted: the failure metric has it already)
+    release: Callable[[Job], None]  # hand it back at once (visibility 0)
+    dispatch: Callable[[Job], None]  # hand a held one to the dispatchers now
+
+
+def log_fields(queue_name: str, message: Message, **more: Any) -> dict[str, Any]:
+    """What a JSON log line (conveyor.logs) about a message carries besides its text."""
+    return {"queue": queue_name, "message_id": message.message_id, **more}
