@@ -112,7 +112,7 @@ class App:
                        asyncio.create_task(self._every(MOVE_EVERY_S, self._move)),
                        asyncio.create_task(self._every(SKEW_EVERY_S, self._follow_skew)),
                        asyncio.create_task(self._every(SAMPLE_EVERY_S, self._sample))]
-        if self.service.store.shared:  # every node draws the charts from the store
+        if self.service.shared:  # every node draws the charts from the store
             self._tasks.append(asyncio.create_task(
                 self._every(ACTIVITY_SAVE_EVERY_S, self.service.save_activity)))
 

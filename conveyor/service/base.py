@@ -71,6 +71,11 @@ class ServiceBase:
         self._action_cache: dict[str, Any] = {}
         self._names: dict[str, str | None] = {}  # queue URL or name → queue name
 
+    @property
+    def shared(self) -> bool:
+        """Whether other nodes share this node's store (PostgreSQL)."""
+        return self.store.shared
+
     async def queue(self, ctx: RequestContext, url_or_name: str) -> QueueRecord:
         """Find a queue by URL (any host) or bare name, in the caller's region."""
         name = self._names.get(url_or_name, "")

@@ -123,8 +123,7 @@ class Console:
                       who=v.who, header=v.header)
 
     def _header(self) -> str:
-        store = self.service.store
-        kind = "PostgreSQL" if store.shared else "embedded SQLite"
+        kind = "PostgreSQL" if self.service.shared else "embedded SQLite"
         mode = next((name for name, limits in MODES.items() if limits is self.service.limits),
                     "custom")
         return (f"version {escape(__version__)} · store {kind} · mode {escape(mode)} · up "
