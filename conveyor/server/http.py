@@ -347,7 +347,9 @@ class HttpServer:
         while True:
             try:
                 sock, _ = await self.loop.sock_accept(listener)
-            except OSError as exc:  # out of descriptors, most likely: pause, then go on
+            except ConnectionAbortedError:  # the client gave up while in the backlog
+                continue
+            except OSError as exc:  # out of descriptors or memory: pause, as asyncio does
                 log.warning("accepting a connection failed: %s", exc)
                 await asyncio.sleep(ACCEPT_RETRY_S)
                 continue
