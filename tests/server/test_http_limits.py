@@ -29,7 +29,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from tests.server.helpers import unique, wait_for
+from tests.server.helpers import read_response, unique, wait_for
 from tests.support import ServerProcess, sqs_client, start_fails
 
 REQUEST_TIMEOUT = "1"  # seconds; the first byte of a new connection gets as long
@@ -57,18 +57,6 @@ def _until_closed(sock: socket.socket) -> bytes:
     while chunk := sock.recv(65536):
         received += chunk
     return received
-
-
-def _status(stream: BinaryIO) -> int:
-    """Read one response off a keep-alive connection; return its status."""
-    status = int(stream.readline().split()[1])
-    length = 0
-    while (line := stream.readline()) not in (b"\r\n", b""):
-        name, _, value = line.decode("latin-1").partition(":")
-        if name.strip().lower() == "content-length":
-            length = int(value)
-    stream.read(length)
-    return status
 
 
 @contextmanager
@@ -125,10 +113,10 @@ def test_a_keep_alive_connection_may_idle_longer_than_a_new_one(
         limits_server: ServerProcess) -> None:
     with _connect(limits_server) as sock, sock.makefile("rb") as stream:
         sock.sendall(HEALTH)
-        assert _status(stream) == 200
+        assert read_response(stream)[0] == 200
         time.sleep(2.5)  # past the 1 s limit for a new connection's first byte, and the sweep
         sock.sendall(HEALTH)
-        assert _status(stream) == 200
+        assert read_response(stream)[0] == 200
 
 
 def test_a_long_poll_outlasts_the_request_timeout(limits_server: ServerProcess) -> None:
@@ -182,13 +170,13 @@ def test_connections_over_the_cap_are_refused_until_some_close(tmp_path: Path) -
                 stream.close()
                 sock.close()
                 break
-            assert _status(stream) == 200
+            assert read_response(stream)[0] == 200
             held.append((sock, stream))
         assert len(held) == 5
         assert all(_refused(server) for _ in range(3))
         for sock, stream in held:  # the connections it has are served as before
             sock.sendall(HEALTH)
-            assert _status(stream) == 200
+            assert read_response(stream)[0] == 200
 
         sock, stream = held.pop()
         stream.close()
@@ -364,7 +352,7 @@ def test_the_limits_come_from_the_config_file_too(tmp_path: Path) -> None:
             for sock in (one, two):
                 sock.sendall(HEALTH)
                 with sock.makefile("rb") as stream:
-                    assert _status(stream) == 200
+                    assert read_response(stream)[0] == 200
             assert _refused(server)
     finally:
         server.stop()

@@ -25,7 +25,7 @@ import pytest
 
 from tests.pg_instance import PostgresInstance, own_postgres
 from tests.server.conftest import Launcher
-from tests.server.helpers import wait_for
+from tests.server.helpers import read_response, wait_for
 from tests.support import ServerProcess, free_port, sqs_client
 
 GUARD_S = 10  # a socket read that outlasts this means the server never answered
@@ -95,17 +95,6 @@ def test_ready_follows_the_database_while_health_stays(database: PostgresInstanc
         server.stop()
 
 
-def _read_response(stream: Any) -> tuple[int, bytes]:
-    """One response off a keep-alive connection: status and body."""
-    status = int(stream.readline().split()[1])
-    length = 0
-    while (line := stream.readline()) not in (b"\r\n", b""):
-        name, _, value = line.decode("latin-1").partition(":")
-        if name.strip().lower() == "content-length":
-            length = int(value)
-    return status, stream.read(length)
-
-
 def test_not_ready_while_shutting_down(tmp_path: Path) -> None:
     """Once SIGTERM has come, /ready says 503 on connections still open, so a load
     balancer stops sending work before the node goes. A long poll parked on the connection
@@ -118,7 +107,7 @@ def test_not_ready_while_shutting_down(tmp_path: Path) -> None:
         with socket.create_connection(("127.0.0.1", server.port), timeout=GUARD_S) as sock, \
                 sock.makefile("rb") as stream:
             sock.sendall(b"GET /ready HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-            assert _read_response(stream)[0] == 200
+            assert read_response(stream)[0] == 200
             sock.sendall(b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                          b"Content-Type: application/x-amz-json-1.0\r\n"
                          b"X-Amz-Target: AmazonSQS.ReceiveMessage\r\n"
@@ -126,8 +115,8 @@ def test_not_ready_while_shutting_down(tmp_path: Path) -> None:
                          + b"GET /ready HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
             assert server.proc is not None
             server.proc.send_signal(signal.SIGTERM)
-            assert _read_response(stream) == (200, b"{}")  # the long poll, answered empty
-            status, body = _read_response(stream)
+            assert read_response(stream) == (200, b"{}")  # the long poll, answered empty
+            status, body = read_response(stream)
         assert (status, json.loads(body)) == (503, {"status": "unavailable",
                                                     "reason": "shutting down"})
         assert server.proc.wait(GUARD_S) == 0
