@@ -151,8 +151,9 @@ class App:
     # --- requests ---------------------------------------------------------------------------
 
     async def handle(self, req: Request) -> Response | None:
-        if req.method == "GET" and req.path == "/health":
-            return Response(200, b'{"status":"ok"}')
+        probe = self._probe(req)
+        if probe is not None:
+            return probe
         if req.method == "GET" and req.path == "/metrics":
             if self.settings.metrics_port is not None:
                 return Response(404, b'{"message":"Not found."}')
@@ -327,12 +328,31 @@ class App:
     # --- operator endpoints -----------------------------------------------------------------
 
     async def handle_operator(self, req: Request) -> Response:
-        """The --metrics-port listener (loopback only): /health and /metrics, nothing else."""
-        if req.method == "GET" and req.path == "/health":
-            return Response(200, b'{"status":"ok"}')
+        """The --metrics-port listener (loopback only): the probes and /metrics, nothing else."""
+        probe = self._probe(req)
+        if probe is not None:
+            return probe
         if req.method == "GET" and req.path == "/metrics":
             return await self._metrics(req)
         return Response(404, b'{"message":"Not found."}')
+
+    def _probe(self, req: Request) -> Response | None:
+        """GET /health (liveness: the process answers) or GET /ready (readiness: it can
+        serve requests now), open like each other; None for any other request.
+
+        Kept apart as Kubernetes keeps its probes apart: a failing liveness probe restarts
+        the container, which cannot bring back a database, while a failing readiness probe
+        only takes the node out of its Service until it can serve again."""
+        if req.method != "GET":
+            return None
+        if req.path == "/health":
+            return Response(200, b'{"status":"ok"}')
+        if req.path != "/ready":
+            return None
+        reason = "shutting down" if self.stopping else self.service.unready()
+        if reason is None:
+            return Response(200, b'{"status":"ready"}')
+        return Response(503, orjson.dumps({"status": "unavailable", "reason": reason}))
 
     async def _metrics(self, req: Request) -> Response:
         refusal = self._refuse_bearer(req.headers.get("authorization", ""))

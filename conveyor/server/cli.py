@@ -78,7 +78,8 @@ FD_RESERVE = 64
 @click.option("--metrics-token", envvar="CONVEYOR_METRICS_TOKEN", metavar="TOKEN",
               help="GET /metrics then needs `Authorization: Bearer TOKEN`.")
 @click.option("--metrics-port", type=int, envvar="CONVEYOR_METRICS_PORT",
-              help="Serve /metrics (and /health) on 127.0.0.1:PORT only, no longer on --port.")
+              help="Serve /metrics (and /health, /ready) on 127.0.0.1:PORT only, no longer on "
+              "--port.")
 @click.option("--console-session-hours", type=float, envvar="CONVEYOR_CONSOLE_SESSION_HOURS",
               help=f"How long a console sign-in lasts  [default: {DEFAULT_SESSION_S // 3600}]")
 @click.option("--request-timeout", type=click.FloatRange(0, min_open=True), metavar="SECONDS",

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 import ssl
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -34,6 +35,7 @@ FIRST_BYTE_TIMEOUT_S = 10.0
 # and a few KiB, and 10,000 is far above what a fleet of workers and producers opens.
 MAX_CONNECTIONS = 10_000
 CAP_WARNING_EVERY_S = 60.0  # log the cap being hit once a minute, not per connection
+ACCEPT_RETRY_S = 1.0  # out of descriptors: accept again after this pause, as asyncio does
 # A TLS connection being closed waits this long for its last bytes to drain and for the
 # client's close_notify; asyncio's default, 30 s, kept closed connections' sockets open.
 TLS_SHUTDOWN_TIMEOUT_S = 5.0
@@ -79,6 +81,7 @@ class _Connection(asyncio.Protocol):
         self.pending: deque[tuple[Request, bool]] = deque()  # (request, keep-alive)
         self.worker: asyncio.Task[None] | None = None  # one per connection, see _serve
         self.wakeup: asyncio.Future[None] | None = None  # set while the worker is idle
+        self.handshake: asyncio.Task[None] | None = None  # TLS: until it is done
         self._reset()
         # Time limits (checked by HttpServer's sweep, never by a timer per request):
         self.receiving = False  # between a request's first byte and its last
@@ -97,12 +100,29 @@ class _Connection(asyncio.Protocol):
     # --- asyncio.Protocol --------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        """At accept; with TLS once the handshake is done, the connection counted since
+        its accept (HttpServer._accept_tls)."""
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
-        if len(self.server.connections) >= self.server.max_connections:
-            self.server.refused(self.transport)
+        if self.server.tls is None and not self.server.admit(self):
+            self.transport.abort()
             return
-        self.server.connections.add(self)
         self.last_active = self.server.loop.time()
+
+    async def start_tls(self, sock: socket.socket, context: ssl.SSLContext) -> None:
+        """Serve HTTPS on an accepted socket; if the handshake fails, free its place."""
+        transport = None
+        try:
+            transport, _ = await self.server.loop.connect_accepted_socket(
+                lambda: self, sock, ssl=context,
+                # A handshake gets no longer than a plain connection's first byte.
+                ssl_handshake_timeout=self.server.first_byte_timeout_s,
+                ssl_shutdown_timeout=TLS_SHUTDOWN_TIMEOUT_S)
+        except Exception as exc:  # whatever ends a handshake, the place must be freed
+            log.debug("TLS handshake failed: %r", exc)
+        finally:  # also when cancelled (the server stopping)
+            self.handshake = None
+            if transport is None or transport.is_closing():  # failed, or closed midway
+                self.connection_lost(None)  # idempotent: the TLS layer may call it too
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.server.connections.discard(self)
@@ -255,6 +275,9 @@ class _Connection(asyncio.Protocol):
     def _drop(self) -> None:
         """Close without a word. Once all that was written has gone, abort: a TLS close
         would wait for a close_notify that a client idling in its pool never sends."""
+        if self.handshake is not None:
+            self.handshake.cancel()  # closes the socket; start_tls frees the place
+            return
         if self.transport is None or self.transport.is_closing():
             return
         if self.transport.get_write_buffer_size():
@@ -284,6 +307,8 @@ class HttpServer:
         self.loop = asyncio.get_running_loop()
         self.connections: set[_Connection] = set()
         self._server: asyncio.Server | None = None
+        self._listeners: list[socket.socket] = []  # TLS: accepted by _accept_tls
+        self._acceptors: list[asyncio.Task[None]] = []
         self._reaper: asyncio.Task[None] | None = None
         self._date = b""
         self._date_at = 0.0
@@ -305,14 +330,34 @@ class HttpServer:
 
     async def start(self, host: str, port: int) -> int:
         """Listen; return the port, the one the system picked when `port` is 0."""
-        self._server = await self.loop.create_server(
-            lambda: _Connection(self), host, port, reuse_address=True, backlog=1024,
-            ssl=self.tls,
-            # A handshake gets no longer than a plain connection's first byte.
-            ssl_handshake_timeout=self.first_byte_timeout_s if self.tls else None,
-            ssl_shutdown_timeout=TLS_SHUTDOWN_TIMEOUT_S if self.tls else None)
         self._reaper = self.loop.create_task(self._sweep())
-        return self._server.sockets[0].getsockname()[1]
+        if self.tls is None:
+            self._server = await self.loop.create_server(
+                lambda: _Connection(self), host, port, reuse_address=True, backlog=1024)
+            return self._server.sockets[0].getsockname()[1]
+        # asyncio's own TLS server hands a connection to its protocol only once the
+        # handshake is done, and never tells of one that fails: the cap could not count
+        # connections in their handshake. So accept here, count, then begin TLS.
+        self._listeners = await _listen(host, port)
+        self._acceptors = [self.loop.create_task(self._accept_tls(listener, self.tls))
+                           for listener in self._listeners]
+        return self._listeners[0].getsockname()[1]
+
+    async def _accept_tls(self, listener: socket.socket, context: ssl.SSLContext) -> None:
+        while True:
+            try:
+                sock, _ = await self.loop.sock_accept(listener)
+            except ConnectionAbortedError:  # the client gave up while in the backlog
+                continue
+            except OSError as exc:  # out of descriptors or memory: pause, as asyncio does
+                log.warning("accepting a connection failed: %s", exc)
+                await asyncio.sleep(ACCEPT_RETRY_S)
+                continue
+            connection = _Connection(self)
+            if not self.admit(connection):
+                sock.close()
+                continue
+            connection.handshake = self.loop.create_task(connection.start_tls(sock, context))
 
     async def _sweep(self) -> None:
         """One sweep for all connections, instead of a timer re-armed on every request:
@@ -324,20 +369,28 @@ class HttpServer:
             for connection in list(self.connections):
                 connection.enforce_time_limits(now)
 
-    def refused(self, transport: asyncio.Transport) -> None:
-        """Close a connection over the cap at once, warning now and then, not each time."""
-        transport.abort()
-        self._refused += 1
+    def admit(self, connection: _Connection) -> bool:
+        """Count a connection just accepted; False if it is over the cap: the caller then
+        closes it at once. It is counted until connection_lost."""
+        if len(self.connections) < self.max_connections:
+            self.connections.add(connection)
+            return True
+        self._refused += 1  # warned of now and then, not each time
         now = self.loop.time()
         if now - self._warned_at >= CAP_WARNING_EVERY_S:
             log.warning("%d connections open, the --max-connections limit: refusing new ones "
                         "(%d since the last warning)", len(self.connections), self._refused)
             self._warned_at, self._refused = now, 0
+        return False
 
     async def stop(self, grace_s: float = 5.0) -> None:
         """Stop accepting; close idle connections; give busy ones `grace_s` to finish."""
         if self._server:
             self._server.close()
+        for task in self._acceptors:
+            task.cancel()
+        for listener in self._listeners:
+            listener.close()
         if self._reaper:
             self._reaper.cancel()
         deadline = self.loop.time() + grace_s
@@ -351,3 +404,27 @@ class HttpServer:
         if self._server:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 1)
+
+
+async def _listen(host: str, port: int) -> list[socket.socket]:
+    """Listening sockets on every address `host` names, bound as loop.create_server binds
+    them (SO_REUSEADDR; IPv6 sockets IPv6-only, beside the IPv4 ones)."""
+    loop = asyncio.get_running_loop()
+    found = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                   flags=socket.AI_PASSIVE)
+    listeners: list[socket.socket] = []
+    try:
+        for family, kind, proto, _, address in dict.fromkeys(found):
+            listener = socket.socket(family, kind, proto)
+            listeners.append(listener)
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                listener.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            listener.bind(address)
+            listener.listen(1024)
+            listener.setblocking(False)
+    except OSError:
+        for listener in listeners:
+            listener.close()
+        raise
+    return listeners

@@ -210,6 +210,10 @@ class ServiceBase:
         """Keep a shared store's time: every node then stamps and compares the same."""
         self.clock.skew_ms = self.store.clock_skew_ms
 
+    def unready(self) -> str | None:
+        """Why this node cannot serve requests now (its store is unreachable), else None."""
+        return self.store.outage()
+
     def store_figures(self) -> tuple[dict[str, tuple[str, float]], dict[str, tuple[str, float]]]:
         """The store's own gauges and counters, for /metrics."""
         return self.store.gauges(), self.store.counters()

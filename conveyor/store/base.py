@@ -206,6 +206,9 @@ class Store(Protocol):
     on_remote_drain: Callable[[str], None]
 
     async def close(self) -> None: ...
+    def outage(self) -> str | None:
+        """Why the store cannot serve now (an outage it has noticed), else None."""
+        ...
     def gauges(self) -> dict[str, tuple[str, float]]:
         """The store's own figures for /metrics: metric name -> (help, value)."""
         ...

@@ -381,6 +381,12 @@ class PostgresStore:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._pool.close(), 5)
 
+    def outage(self) -> str | None:
+        if self._gone_since is None:
+            return None
+        return (f"PostgreSQL unreachable for {self.clock.monotonic_s() - self._gone_since:.0f} s;"
+                " reconnecting")
+
     def gauges(self) -> dict[str, tuple[str, float]]:
         return {}
 

@@ -312,6 +312,9 @@ class SqliteStore:
         self.db.close()
         self._lock.close()
 
+    def outage(self) -> str | None:
+        return None  # a file of this process's own: once open, it serves
+
     def gauges(self) -> dict[str, tuple[str, float]]:
         return {}
 

@@ -6,6 +6,7 @@ exist, the `conveyor` arguments parse, the server's config file loads."""
 from __future__ import annotations
 
 import copy
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ import pytest
 import yaml
 
 from tests.packaging.conftest import ROOT, parse_conveyor_args, require_module
+from tests.support import ServerProcess
 
 kubernetes_validate = require_module("kubernetes_validate")
 
@@ -182,3 +184,32 @@ def test_server_config_in_the_secret_loads(tmp_path: Path) -> None:
     config.write_text(_by_kind("Secret")["conveyor-credentials"]["stringData"]["server.yaml"])
     loaded = load(config)
     assert loaded["access_keys"]
+
+
+def _server_containers() -> list[tuple[str, dict[str, Any]]]:
+    return [(owner, c) for owner, c in _conveyor_containers() if c["args"][0] == "server"]
+
+
+def test_server_probes_tell_readiness_from_liveness(tmp_path: Path) -> None:
+    """Kubernetes removes a pod failing its readiness probe from the Service and restarts a
+    container failing its liveness probe (kubernetes.io/docs/tasks/configure-pod-container/
+    configure-liveness-readiness-startup-probes/): a server whose database is down must
+    only leave the Service, so readiness asks /ready, liveness /health, and a real server
+    answers both paths (an httpGet probe passes on 200-399)."""
+    servers = _server_containers()
+    assert {owner for owner, _ in servers} == {"conveyor-server"}
+    assert len(servers) == 2  # the SQLite StatefulSet and the PostgreSQL Deployment
+    paths = set()
+    for owner, container in servers:
+        ports = {p["name"] for p in container["ports"]}
+        ready, live = container["readinessProbe"]["httpGet"], container["livenessProbe"]["httpGet"]
+        assert (ready["path"], live["path"]) == ("/ready", "/health"), owner
+        assert {ready["port"], live["port"]} <= ports, owner
+        paths |= {ready["path"], live["path"]}
+    server = ServerProcess(tmp_path).start()
+    try:
+        for path in sorted(paths):
+            with urllib.request.urlopen(server.url + path, timeout=10) as resp:
+                assert 200 <= resp.status < 400, path
+    finally:
+        server.stop()

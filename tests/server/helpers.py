@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.cookies import Morsel, SimpleCookie
-from typing import Any, TypeVar
+from typing import Any, BinaryIO, TypeVar
 from urllib.parse import urlencode, urlsplit
 
 import pytest
@@ -155,6 +155,18 @@ def counts(sqs: Any, url: str) -> tuple[int, int, int]:
 
 
 # --------------------------------------------------------------------------- raw HTTP
+
+
+def read_response(stream: BinaryIO) -> tuple[int, bytes]:
+    """Read one response off a keep-alive connection (a socket's makefile("rb")): its
+    status and its body."""
+    status = int(stream.readline().split()[1])
+    length = 0
+    while (line := stream.readline()) not in (b"\r\n", b""):
+        name, _, value = line.decode("latin-1").partition(":")
+        if name.strip().lower() == "content-length":
+            length = int(value)
+    return status, stream.read(length)
 
 
 @dataclass
