@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from conveyor.clock import Clock
+from conveyor.clock import Clock, ManualClock
 from conveyor.server.app import App, ServerSettings
 from conveyor.server.http import HttpServer
 from conveyor.server.waiters import Waiters
@@ -84,9 +84,12 @@ class _Postgres(_SendsWhileThePollLooks, PostgresStore):
 
 
 @contextlib.asynccontextmanager
-async def _serving(store: Store) -> AsyncIterator[tuple[Service, str]]:
-    """The server (App over HttpServer) on `store`, on a free loopback port."""
-    service = Service(store, STRICT, Clock())
+async def _serving(store: Store, clock: Clock) -> AsyncIterator[tuple[Service, str]]:
+    """The server (App over HttpServer) on `store`, on a free loopback port. The clock
+    the tests give stands still: the message is sent in the millisecond the poll looked,
+    so no query of the poll's sees it as "visible since" by luck (the wait itself runs on
+    the event loop's time)."""
+    service = Service(store, STRICT, clock)
     app = App(service, ServerSettings())
     http = HttpServer(app.handle, service.limits.max_request_bytes)
     port = await http.start("127.0.0.1", 0)
@@ -107,17 +110,21 @@ async def _answer(call: Callable[[], Any]) -> Any:
                              "although a message was sent while it looked") from None
 
 
-def _sender(service: Service, urls: dict[str, str]) -> Send:
-    """A send through `service` to the queue just looked at, as another sender's."""
+def _sender(service: Service, urls: dict[str, str], grouped: bool = False) -> Send:
+    """A send through `service` to the queue just looked at, as another sender's; with a
+    message group if `grouped` (a fair queue) or the queue is FIFO."""
     async def send(queue: QueueRecord) -> None:
         ctx = RequestContext("us-east-1", "000000000000", "http://127.0.0.1")
-        fifo = {"MessageGroupId": "g", "MessageDeduplicationId": "d"} if queue.fifo else {}
+        group = {"MessageGroupId": "g"} if grouped or queue.fifo else {}
+        if queue.fifo:
+            group["MessageDeduplicationId"] = "d"
         await service.action("SendMessage")(
-            ctx, {"QueueUrl": urls[queue.name], "MessageBody": "sent while it looked", **fifo})
+            ctx, {"QueueUrl": urls[queue.name], "MessageBody": "sent while it looked", **group})
     return send
 
 
-RECEIVES = ["ReceiveMessage", "ReceiveMessage FIFO", "PollMessages QueueUrls"]
+RECEIVES = ["ReceiveMessage", "ReceiveMessage FIFO", "ReceiveMessage fair",
+            "PollMessages QueueUrls"]
 MOMENTS = ["claim", "next_visible_ms"]
 
 
@@ -126,12 +133,13 @@ MOMENTS = ["claim", "next_visible_ms"]
 def test_a_send_while_the_poll_looks_wakes_it(tmp_path: Path, receive: str,
                                               moment: str) -> None:
     """On the embedded store: the send is this node's own (its on_ready wakes the poll).
-    Every kind of long poll: one queue, a FIFO queue, several queues (partitions)."""
+    Every kind of long poll: one queue, a FIFO queue, a fair queue (a standard queue
+    with message groups), several queues (partitions)."""
     async def scenario() -> None:
         store = _Journal(tmp_path)
         store.moment = moment
         try:
-            async with _serving(store) as (service, url):
+            async with _serving(store, ManualClock()) as (service, url):
                 sqs = sqs_client(url, read_timeout=LONGEST_WAIT_S + 30)
                 names = ["a.fifo"] if receive.endswith("FIFO") else ["a", "b"]
                 urls = {}
@@ -139,7 +147,7 @@ def test_a_send_while_the_poll_looks_wakes_it(tmp_path: Path, receive: str,
                     attributes = {"FifoQueue": "true"} if name.endswith(".fifo") else {}
                     urls[name] = (await asyncio.to_thread(
                         sqs.create_queue, QueueName=name, Attributes=attributes))["QueueUrl"]
-                store.then = _sender(service, urls)
+                store.then = _sender(service, urls, grouped=receive.endswith("fair"))
                 if receive.startswith("PollMessages"):
                     raw = RawClient(url, timeout_s=LONGEST_WAIT_S + 30)
                     resp = await _answer(lambda: workers_call(raw, "PollMessages", {
@@ -168,11 +176,12 @@ def test_another_nodes_send_while_the_poll_looks_wakes_it(moment: str) -> None:
     dsn = f"{POSTGRES_URL}?schema={schema}"
 
     async def scenario() -> None:
-        store = await _Postgres(dsn, 4).open()
+        clock = ManualClock()  # both nodes' (their stores measure their skew against it)
+        store = await _Postgres(dsn, 4, clock).open()
         store.moment = moment
-        other = await PostgresStore(dsn, 4).open()
+        other = await PostgresStore(dsn, 4, clock).open()
         try:
-            async with _serving(store) as (_service, url):
+            async with _serving(store, clock) as (_service, url):
                 sqs = sqs_client(url, read_timeout=LONGEST_WAIT_S + 30)
                 queue_url = (await asyncio.to_thread(sqs.create_queue,
                                                      QueueName="q"))["QueueUrl"]
@@ -180,7 +189,7 @@ def test_another_nodes_send_while_the_poll_looks_wakes_it(moment: str) -> None:
                 wake = store.on_remote_ready  # set by this node's service: wakes its polls
                 store.on_remote_ready = lambda queue_id, count: (wake(queue_id, count),
                                                                  heard.set())
-                send = _sender(Service(other, STRICT, Clock()), {"q": queue_url})
+                send = _sender(Service(other, STRICT, clock), {"q": queue_url})
 
                 async def send_and_wait_for_the_notification(queue: QueueRecord) -> None:
                     await send(queue)
