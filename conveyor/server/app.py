@@ -23,7 +23,7 @@ from conveyor.server import console, s3subset, sigv4
 from conveyor.server.access import AccessKey
 from conveyor.server.http import Request, Response
 from conveyor.server.metrics import CONTENT_TYPE_LATEST, ServerMetrics
-from conveyor.server.waiters import Key, Waiters, worker_key
+from conveyor.server.waiters import Key, Waiters, Watch, worker_key
 from conveyor.service import (
     RequestContext,
     Service,
@@ -262,8 +262,9 @@ class App:
             if call.action == "AnnounceWorker":
                 self.metrics.announced(call.action)
             return result
-        result = await poll.fetch(self.service, ctx)
-        if not (result or poll.wait_s == 0 or self.stopping or poll.answer_extra):
+        if poll.wait_s == 0 or self.stopping or poll.answer_extra:
+            result = await poll.fetch(self.service, ctx)
+        else:
             result = await self._long_poll(ctx, poll, req.client_gone)
         if poll.answer_extra and result is not None:
             result = {**result, **poll.answer_extra}
@@ -271,18 +272,25 @@ class App:
 
     async def _long_poll(self, ctx: RequestContext, poll: polls.PollPlan,
                          gone: asyncio.Future[None]) -> dict[str, Any] | None:
-        if poll.worker_id is None:
-            return await self._park(ctx, poll, gone)
-        # A drain request for the worker ends the wait: watched from before the first check.
-        with self.waiters.watching(worker_key(poll.worker_id)) as drained:
-            if await self.service.drain_requested(ctx, poll.worker_id):
-                return {"Drain": True}
-            result = await self._park(ctx, poll, gone, drained)
-            if drained.done() and await self.service.drain_requested(ctx, poll.worker_id):
-                return {"Drain": True}
-            return result
+        """Look at the poll's queues; if empty, wait for a message. ReceiveMessage returns
+        "as soon as a message is available" (SQS API reference, WaitTimeSeconds): the
+        queues are watched from before the first look, so one sent during it counts."""
+        with self.waiters.watch(poll.queue_ids) as watch:
+            result = await poll.fetch(self.service, ctx)
+            if result:
+                return result
+            if poll.worker_id is None:
+                return await self._park(ctx, poll, watch, gone)
+            # A drain request for the worker ends the wait: watched from before its check.
+            with self.waiters.watching(worker_key(poll.worker_id)) as drained:
+                if await self.service.drain_requested(ctx, poll.worker_id):
+                    return {"Drain": True}
+                result = await self._park(ctx, poll, watch, gone, drained)
+                if drained.done() and await self.service.drain_requested(ctx, poll.worker_id):
+                    return {"Drain": True}
+                return result
 
-    async def _park(self, ctx: RequestContext, poll: polls.PollPlan,
+    async def _park(self, ctx: RequestContext, poll: polls.PollPlan, watch: Watch,
                     gone: asyncio.Future[None], *drained: asyncio.Future[Key]
                     ) -> dict[str, Any] | None:
         """Wait for a message on any of the poll's queues (or the end of the wait)."""
@@ -295,11 +303,12 @@ class App:
                     until_visible = await self.service.seconds_until_visible(plan)
                     if until_visible is not None:
                         sleep_s = min(sleep_s, until_visible)
-                await self.waiters.wait(poll.queue_ids, sleep_s, gone, *drained)
+                await watch.wait(sleep_s, gone, *drained)
                 if gone.done():
                     return None
                 if any(d.done() for d in drained):
                     return {}
+                watch.rearm()  # before the look: a send during it ends the next wait
                 result = await poll.fetch(self.service, ctx)
                 if result:
                     return result

@@ -5,6 +5,11 @@ messages ready; a receiver also sleeps only until the queue's next delayed or in
 message becomes visible, so timeouts and delays need no wake-up from anyone. A receiver
 may park on several queues at once (PollMessages's QueueUrls), and on its worker's id,
 which a drain request wakes (service/workers.py).
+
+A receiver watches its queues from before it first looks at them (Watch), so that a
+message sent while it looks, or while it plans its sleep, wakes it as surely as one sent
+while it sleeps: without that, the wake-up would find nobody parked and be lost, and the
+receiver would sleep out its wait beside a message.
 """
 
 from __future__ import annotations
@@ -40,18 +45,9 @@ class Waiters:
         key = worker_key(worker_id)
         self.notify(key, len(self._parked.get(key, ())))
 
-    async def wait(self, keys: Sequence[Key], timeout_s: float, gone: asyncio.Future[None],
-                   *also: asyncio.Future[Key]) -> Key | None:
-        """Park on every key until one is notified (that key), or the timeout passes / the
-        client left / one of `also` is done (None)."""
-        future: asyncio.Future[Key] = asyncio.get_running_loop().create_future()
-        self._park(keys, future)
-        try:
-            done, _ = await asyncio.wait((future, gone, *also), timeout=max(timeout_s, 0),
-                                         return_when=asyncio.FIRST_COMPLETED)
-            return future.result() if future in done else None
-        finally:
-            self._unpark(keys, future)
+    def watch(self, keys: Sequence[Key]) -> Watch:
+        """A receiver's watch on its queues, from now until it is closed."""
+        return Watch(self, keys)
 
     @contextlib.contextmanager
     def watching(self, key: Key) -> Iterator[asyncio.Future[Key]]:
@@ -94,3 +90,56 @@ class Waiters:
 def worker_key(worker_id: str) -> Key:
     """The key a worker's long polls park on, beside their queues."""
     return ("worker", worker_id)
+
+
+class Watch:
+    """A long poll's watch on its queues, armed before each look at them: a wake-up that
+    comes while it looks (fetches) or plans its sleep makes its next wait return at once.
+
+    Why no message is left unclaimed while a receiver sleeps: a send wakes receivers
+    after its commit, so a receiver whose look missed the message was already watching
+    then (it armed before that look). `notify(queue, count)` wakes `count` watchers, each
+    of which either looks again after the wake-up (its next wait returns at once; that
+    look sees the commit) or leaves without looking again (its look had begun before the
+    wake-up and found messages, or the client left, a drain or the deadline came): then
+    `close` hands the wake-up to the next watcher of that queue. A wake-up is dropped
+    only when nobody watches the queue, and anyone who parks later looks first.
+    """
+
+    def __init__(self, waiters: Waiters, keys: Sequence[Key]) -> None:
+        self._waiters = waiters
+        self._keys = keys
+        self._woken = self._arm()
+
+    def _arm(self) -> asyncio.Future[Key]:
+        future: asyncio.Future[Key] = asyncio.get_running_loop().create_future()
+        self._waiters._park(self._keys, future)
+        return future
+
+    def rearm(self) -> None:
+        """Call before each look after the first: it acts on the wake-up that ended the
+        wait; what comes from now on ends the next one."""
+        self._waiters._unpark(self._keys, self._woken)
+        self._woken = self._arm()
+
+    async def wait(self, timeout_s: float, gone: asyncio.Future[None],
+                   *also: asyncio.Future[Key]) -> Key | None:
+        """Until a wake-up since the last (re)arming, at once if one came already (the key
+        notified), or the timeout passes / the client left / one of `also` is done (None)."""
+        done, _ = await asyncio.wait((self._woken, gone, *also), timeout=max(timeout_s, 0),
+                                     return_when=asyncio.FIRST_COMPLETED)
+        return self._woken.result() if self._woken in done else None
+
+    def close(self) -> None:
+        """Stop watching; a wake-up since the last look was not acted on: pass it on."""
+        woken = self._woken
+        missed = woken.done() and not woken.cancelled()
+        self._waiters._unpark(self._keys, woken)
+        if missed:
+            self._waiters.notify(woken.result(), 1)
+
+    def __enter__(self) -> Watch:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
