@@ -78,7 +78,8 @@ class _Connection(asyncio.Protocol):
         self.parser = httptools.HttpRequestParser(self)
         self.transport: asyncio.Transport | None = None
         self.gone: asyncio.Future[None] = server.loop.create_future()
-        self.pending: deque[tuple[Request, bool]] = deque()  # (request, keep-alive)
+        # (request, keep-alive, the answer when the request was refused unread)
+        self.pending: deque[tuple[Request, bool, Response | None]] = deque()
         self.worker: asyncio.Task[None] | None = None  # one per connection, see _serve
         self.wakeup: asyncio.Future[None] | None = None  # set while the worker is idle
         self.handshake: asyncio.Task[None] | None = None  # TLS: until it is done
@@ -93,9 +94,9 @@ class _Connection(asyncio.Protocol):
         self.url_bytes = 0
         self.headers: dict[str, str] = {}
         self.header_bytes = 0
+        self.hosts = 0
         self.body: list[bytes] = []
         self.body_bytes = 0
-        self.rejected: Response | None = None
 
     # --- asyncio.Protocol --------------------------------------------------------------
 
@@ -157,7 +158,10 @@ class _Connection(asyncio.Protocol):
         # Past the limit a head is only counted, so its size never costs memory (431).
         self.header_bytes += len(name) + len(value)
         if self.header_bytes <= MAX_HEADER_BYTES:
-            self.headers[name.lower().decode("latin-1")] = value.decode("latin-1")
+            key = name.lower().decode("latin-1")
+            if key == "host":
+                self.hosts += 1
+            self.headers[key] = value.decode("latin-1")
 
     def on_headers_complete(self) -> None:
         if self.headers.get("expect", "").lower() == "100-continue" and self.transport:
@@ -170,10 +174,8 @@ class _Connection(asyncio.Protocol):
 
     def on_message_complete(self) -> None:
         self.receiving = False
+        rejected = self._refusal()
         if self.header_bytes > MAX_HEADER_BYTES:
-            self.rejected = (Response(414, b'{"message":"Request URI too long."}')
-                             if self.url_bytes > MAX_HEADER_BYTES else
-                             Response(431, b'{"message":"Request headers too large."}'))
             self.url = b"/"  # what was kept of it may be cut anywhere
         url = httptools.parse_url(self.url)
         too_large = self.body_bytes > self.server.body_limit(self.url)
@@ -181,14 +183,25 @@ class _Connection(asyncio.Protocol):
                           url.path.decode("latin-1"), url.query or b"", self.headers,
                           b"" if too_large else b"".join(self.body), self.gone,
                           self.server.scheme, too_large)
-        if self.rejected:
-            request.method = "REJECTED"
-        self.pending.append((request, self.parser.should_keep_alive()))
+        self.pending.append((request, self.parser.should_keep_alive(), rejected))
         if self.wakeup is not None:
             wakeup, self.wakeup = self.wakeup, None
             wakeup.set_result(None)
         elif self.worker is None or self.worker.done():  # first request, or the worker failed
             self.worker = self.server.loop.create_task(self._serve())
+
+    def _refusal(self) -> Response | None:
+        """The answer to a request refused before its handler sees it, else None."""
+        if self.header_bytes > MAX_HEADER_BYTES:
+            if self.url_bytes > MAX_HEADER_BYTES:
+                return Response(414, b'{"message":"Request URI too long."}')
+            return Response(431, b'{"message":"Request headers too large."}')
+        # RFC 9112 section 3.2: "A server MUST respond with a 400 (Bad Request) status code
+        # to any HTTP/1.1 request message that lacks a Host header field and to any request
+        # message that contains more than one Host header field line".
+        if self.hosts > 1 or (not self.hosts and self.parser.get_http_version() != "1.0"):
+            return Response(400, b'{"message":"A request must carry one Host header."}')
+        return None
 
     # --- serving -------------------------------------------------------------------------
 
@@ -204,9 +217,8 @@ class _Connection(asyncio.Protocol):
 
     async def _serve_pending(self) -> None:
         while self.pending:
-            request, keep_alive = self.pending.popleft()
-            if request.method == "REJECTED":
-                response: Response | None = self.rejected
+            request, keep_alive, response = self.pending.popleft()
+            if response is not None:  # refused unread: answer, then close
                 keep_alive = False
             else:
                 try:

@@ -115,3 +115,41 @@ def test_keep_alive_serves_many_requests_on_one_connection(connection: tuple) ->
     for _ in range(50):
         sock.sendall(_request("ListQueues", {"MaxResults": 1}))
         assert _response(stream)[0] == 200
+
+
+@pytest.mark.parametrize("head", [
+    b"POST / HTTP/1.1\r\n",  # an HTTP/1.1 request without Host
+    b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nHost: elsewhere\r\n",  # two Host lines
+])
+def test_a_request_without_exactly_one_host_is_refused(connection: tuple, head: bytes) -> None:
+    """RFC 9112 §3.2: "A server MUST respond with a 400 (Bad Request) status code to any
+    HTTP/1.1 request message that lacks a Host header field and to any request message
+    that contains more than one Host header field line"."""
+    sock, stream = connection
+    sock.sendall(head + f"X-Amz-Target: {TARGET}ListQueues\r\nContent-Type: {JSON}\r\n"
+                 "Content-Length: 2\r\n\r\n{}".encode())
+    status, headers, body = _response(stream)
+    assert status == 400 and headers["connection"] == "close", body
+    assert b"Host" in body
+    assert stream.read() == b""
+
+
+def test_an_http_1_0_request_needs_no_host(connection: tuple) -> None:
+    """RFC 9112 §3.2 asks Host of HTTP/1.1 requests only (HTTP/1.0, RFC 1945, has none)."""
+    sock, stream = connection
+    sock.sendall(f"POST / HTTP/1.0\r\nX-Amz-Target: {TARGET}ListQueues\r\n"
+                 f"Content-Type: {JSON}\r\nContent-Length: 2\r\n\r\n{{}}".encode())
+    assert _response(stream)[0] == 200
+
+
+def test_a_refused_request_is_answered_though_another_follows_it(connection: tuple) -> None:
+    """A request refused before its handler (here 431, headers too large) gets its answer
+    even when the client has pipelined another behind it; the connection then closes
+    (the request after it is not read: RFC 9112 §9.6, a server may close after a
+    response, and clients retry what was not answered)."""
+    sock, stream = connection
+    too_large = _request("ListQueues", {}, "X-Padding: " + "x" * 70_000 + "\r\n")
+    sock.sendall(too_large + _request("ListQueues", {}))
+    status, headers, _ = _response(stream)
+    assert status == 431 and headers["connection"] == "close"
+    assert stream.read() == b""
