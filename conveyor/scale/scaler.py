@@ -11,6 +11,7 @@ from typing import Any
 
 from conveyor.client import SQSClient, SQSError, SQSTransportError, queue_name_from_url
 from conveyor.client.partitions import PartitionedQueue
+from conveyor.clock import Clock
 from conveyor.runtime.presence import Presence
 from conveyor.scale.actuator import Actuator, ScaleResult
 from conveyor.scale.metrics import ScaleMetrics
@@ -45,7 +46,8 @@ class Scaler:
         self._clock = clock
         self._processing_s: float | None = None  # kept while no worker reports (zero fleet)
         self._stopping = asyncio.Event()
-        self.timeline = Timeline(sqs, self.queue_name)  # the console's decision timeline
+        # The console's decision timeline.
+        self.timeline = Timeline(sqs, self.queue_name, clock=Clock())
 
     def stop(self) -> None:
         """End `run()` after the current step."""
@@ -54,8 +56,9 @@ class Scaler:
     async def run(self) -> None:
         """Step until stopped; an unreachable queue server skips a step, it does not stop."""
         # The last decision, in the queue server's console (the workers announce themselves).
-        presence = Presence(self._sqs, self.queue_name, kind="scaler", status=lambda: {
-            k: v for k, v in self.status().items() if k != "workers"})
+        presence = Presence(self._sqs, self.queue_name, lambda: {
+            k: v for k, v in self.status().items() if k != "workers"},
+            clock=Clock(), kind="scaler")
         presence.start()
         try:
             while not self._stopping.is_set():
