@@ -38,6 +38,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from worker_bench import free_port, pct, process  # noqa: E402
 
+from conveyor.clock import Clock  # noqa: E402
 from conveyor.worker.http1 import AppClient  # noqa: E402
 
 PY = sys.executable
@@ -68,7 +69,7 @@ class Conveyor(Client):
     name = "conveyor http1"
 
     async def open(self, host: str, port: int) -> None:
-        self.client = AppClient(f"http://{host}:{port}", connect_timeout_s=5)
+        self.client = AppClient(f"http://{host}:{port}", connect_timeout_s=5, clock=Clock())
 
     async def post(self) -> int:
         return (await self.client.post("/", HEADERS, BODY, TIMEOUT_S)).status

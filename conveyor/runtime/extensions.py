@@ -14,10 +14,8 @@ picks the extension up within the hour, at the cost of one refused call an hour 
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-
 from conveyor.client import SQSError
+from conveyor.clock import Clock
 
 RECHECK_S = 3600.0
 # Error codes that say "later", not "no such thing": an SQS-speaking server's own answers.
@@ -30,8 +28,7 @@ _UNKNOWN_ACTION = ("InvalidAction", "UnknownOperationException", "UnknownOperati
 class Extension:
     """The known state of one extension on one endpoint."""
 
-    def __init__(self, name: str, *, recheck_s: float = RECHECK_S,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, name: str, *, clock: Clock, recheck_s: float = RECHECK_S) -> None:
         self.name = name
         self.confirmed = False  # the endpoint answered it at least once
         self._recheck_s = recheck_s
@@ -41,7 +38,7 @@ class Extension:
     @property
     def usable(self) -> bool:
         """True unless the endpoint refused it within the last `recheck_s`."""
-        return self._clock() >= self._off_until_s
+        return self._clock.monotonic_s() >= self._off_until_s
 
     def worked(self) -> None:
         """The endpoint answered a call of it."""
@@ -55,5 +52,5 @@ class Extension:
         if self.confirmed and not exc.matches(*_UNKNOWN_ACTION):
             return False
         self.confirmed = False
-        self._off_until_s = self._clock() + self._recheck_s
+        self._off_until_s = self._clock.monotonic_s() + self._recheck_s
         return True

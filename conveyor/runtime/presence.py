@@ -29,12 +29,12 @@ import logging
 import math
 import os
 import socket
-import time
 import uuid
 from collections.abc import Callable
 from typing import Any
 
 from conveyor.client import SQSClient, SQSError, SQSTransportError
+from conveyor.clock import Clock
 from conveyor.runtime.extensions import Extension
 
 log = logging.getLogger("conveyor.runtime.presence")
@@ -55,7 +55,7 @@ class Presence:
     target_prefix = TARGET_PREFIX
 
     def __init__(self, sqs: SQSClient, queue_name: str, status: Callable[[], dict[str, Any]],
-                 kind: str = "worker", clock: Callable[[], float] = time.monotonic,
+                 *, clock: Clock, kind: str = "worker",
                  on_drain: Callable[[], None] | None = None) -> None:
         self.sqs = sqs
         self.on_drain = on_drain  # the server asked this worker to drain
@@ -96,7 +96,7 @@ class Presence:
             return None
         request = self.request(wait_s + TTL_MARGIN_S)
         self._undo = (self._last_status, self._sent_s, self._expires_s)
-        self._note(request, self._clock())
+        self._note(request, self._clock.monotonic_s())
         return request
 
     def carried(self, request: dict[str, Any], sent_s: float,
@@ -143,7 +143,7 @@ class Presence:
     def _due(self, horizon_s: float) -> bool:
         """True when the figures changed since the last announcement (and it is at least
         ANNOUNCE_EVERY_S old), or when the last one runs out within `horizon_s`."""
-        now = self._clock()
+        now = self._clock.monotonic_s()
         if self._expires_s - now < horizon_s:
             return True
         return now - self._sent_s >= ANNOUNCE_EVERY_S and self._figures() != self._last_status
@@ -164,7 +164,7 @@ class Presence:
         await self._announce(self.request(every_s + TTL_MARGIN_S))
 
     async def _announce(self, request: dict[str, Any]) -> None:
-        sent_s = self._clock()
+        sent_s = self._clock.monotonic_s()
         try:
             answer = await self.sqs.call("AnnounceWorker", request, timeout_s=CALL_TIMEOUT_S,
                                          target_prefix=self.target_prefix)

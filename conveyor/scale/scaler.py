@@ -5,12 +5,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
-from collections.abc import Callable
 from typing import Any
 
 from conveyor.client import SQSClient, SQSError, SQSTransportError, queue_name_from_url
 from conveyor.client.partitions import PartitionedQueue
+from conveyor.clock import Clock
 from conveyor.runtime.presence import Presence
 from conveyor.scale.actuator import Actuator, ScaleResult
 from conveyor.scale.metrics import ScaleMetrics
@@ -27,7 +26,7 @@ class Scaler:
 
     def __init__(self, policy: Policy, sqs: SQSClient, queue_url: str, actuator: Actuator, *,
                  interval_s: float = 2.0, concurrency: int = 1, partitions: int = 0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Clock | None = None) -> None:
         self.policy = policy
         self.queue_url = queue_url
         self.queue_name = queue_name_from_url(queue_url)
@@ -42,10 +41,11 @@ class Scaler:
         self.workers: list[WorkerView] = []
         self._sqs = sqs
         self._concurrency = concurrency
-        self._clock = clock
+        self._clock = clock or Clock()
         self._processing_s: float | None = None  # kept while no worker reports (zero fleet)
         self._stopping = asyncio.Event()
-        self.timeline = Timeline(sqs, self.queue_name)  # the console's decision timeline
+        # The console's decision timeline.
+        self.timeline = Timeline(sqs, self.queue_name, clock=self._clock)
 
     def stop(self) -> None:
         """End `run()` after the current step."""
@@ -54,8 +54,9 @@ class Scaler:
     async def run(self) -> None:
         """Step until stopped; an unreachable queue server skips a step, it does not stop."""
         # The last decision, in the queue server's console (the workers announce themselves).
-        presence = Presence(self._sqs, self.queue_name, kind="scaler", status=lambda: {
-            k: v for k, v in self.status().items() if k != "workers"})
+        presence = Presence(self._sqs, self.queue_name, lambda: {
+            k: v for k, v in self.status().items() if k != "workers"},
+            clock=self._clock, kind="scaler")
         presence.start()
         try:
             while not self._stopping.is_set():
@@ -92,8 +93,8 @@ class Scaler:
         open_requests = sum(w.in_flight for w in self.workers if w.in_service)
         utilization = (min(1.0, open_requests / (in_service * self._concurrency))
                        if in_service else None)
-        return Observation(self._clock(), visible, in_flight, delayed, in_service, pending,
-                           busy, self._processing_s, utilization)
+        return Observation(self._clock.monotonic_s(), visible, in_flight, delayed, in_service,
+                           pending, busy, self._processing_s, utilization)
 
     def _changed(self, decision: Decision, result: ScaleResult) -> bool:
         """An action or a change of mind, not the same hold as the step before."""

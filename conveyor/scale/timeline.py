@@ -13,6 +13,7 @@ import logging
 from typing import Any
 
 from conveyor.client import SQSClient, SQSError, SQSTransportError
+from conveyor.clock import Clock
 from conveyor.runtime.extensions import Extension
 from conveyor.runtime.presence import TARGET_PREFIX
 from conveyor.scale.policy import Decision
@@ -36,10 +37,10 @@ def decision_json(decision: Decision, protected: int) -> dict[str, Any]:
 class Timeline:
     """Records one queue's scaling decisions on the server it talks to."""
 
-    def __init__(self, sqs: SQSClient, queue_name: str) -> None:
+    def __init__(self, sqs: SQSClient, queue_name: str, *, clock: Clock) -> None:
         self.sqs = sqs
         self.queue_name = queue_name
-        self.extension = Extension("RecordScalingDecision")
+        self.extension = Extension("RecordScalingDecision", clock=clock)
 
     async def record(self, decision: dict[str, Any]) -> None:
         if not self.extension.usable:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import email.utils
 import random
-import time
 
 # SQS refuses visibility timeouts above 12 hours.
 MAX_VISIBILITY_S = 43200
@@ -26,8 +25,9 @@ def failure_visibility(receive_count: int, base_s: int, cap_s: int,
     return min(ceiling, max(floor, round(rng.uniform(floor, ceiling))))
 
 
-def parse_retry_after(value: str | None, now_s: float | None = None) -> int | None:
-    """Seconds from a Retry-After header (delta-seconds or HTTP-date), clamped to SQS's range."""
+def parse_retry_after(value: str | None, now_s: float) -> int | None:
+    """Seconds from a Retry-After header (delta-seconds or HTTP-date, against `now_s`, unix
+    seconds), clamped to SQS's range."""
     if not value:
         return None
     value = value.strip()
@@ -37,8 +37,7 @@ def parse_retry_after(value: str | None, now_s: float | None = None) -> int | No
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):
         return None
-    now = time.time() if now_s is None else now_s
-    return max(0, min(round(when.timestamp() - now), MAX_VISIBILITY_S))
+    return max(0, min(round(when.timestamp() - now_s), MAX_VISIBILITY_S))
 
 
 class IdleBackoff:

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable, Sequence
 
 from conveyor.client import Message
+from conveyor.clock import Clock
 from conveyor.payloads.resolver import PayloadResolver, PayloadUnavailable
 from conveyor.worker.batch_delivery import BatchPoster
 from conveyor.worker.delivery import Deliverer, Outcome
@@ -36,7 +36,8 @@ class BatchDispatcher:
     def __init__(self, poster: BatchPoster, size: int, actions: JobActions, *,
                  buffer: asyncio.Queue[Job | None], slots: Slots, open_posts: OpenPosts,
                  groups: GroupQueues[Job], past_retention: Callable[[Message], bool],
-                 payloads: PayloadResolver, metrics: WorkerMetrics, queue_name: str) -> None:
+                 payloads: PayloadResolver, metrics: WorkerMetrics, queue_name: str,
+                 clock: Clock) -> None:
         self._poster = poster
         self._size = size
         self._actions = actions
@@ -48,6 +49,7 @@ class BatchDispatcher:
         self._payloads = payloads
         self._metrics = metrics
         self._queue_name = queue_name
+        self._clock = clock
 
     async def run(self) -> None:
         """A dispatcher that POSTs what the buffer holds, up to BatchSize messages at a time
@@ -88,7 +90,7 @@ class BatchDispatcher:
     async def _post(self, batch: list[Job]) -> None:
         """POST a batch and settle each message: deleted, retried, or (FIFO) left waiting
         behind a failure in its group."""
-        started = time.monotonic()
+        started = self._clock.monotonic_s()
         for job in batch:
             job.started_s = started
             self._metrics.waited(started - job.accepted_s)

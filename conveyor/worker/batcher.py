@@ -11,12 +11,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from conveyor.client import BatchResult, SQSError, SQSTransportError
+from conveyor.clock import Clock
 from conveyor.worker import telemetry
 from conveyor.worker.backoff import ErrorBackoff
 
@@ -37,16 +37,17 @@ class _Entry:
     message_id: str
     payload: Any
     future: asyncio.Future[str | None]
-    created_s: float = field(default_factory=time.monotonic)
+    created_s: float  # monotonic
 
 
 class Batcher:
     """Collects entries for one batch action on one queue and sends them."""
 
-    def __init__(self, action: str, queue: str, send: SendBatch, *, linger_s: float = 0.005,
-                 max_concurrent: int = 8, give_up_s: float = 300.0,
+    def __init__(self, action: str, queue: str, send: SendBatch, *, clock: Clock,
+                 linger_s: float = 0.005, max_concurrent: int = 8, give_up_s: float = 300.0,
                  rng: random.Random | None = None) -> None:
         self._action = action
+        self._clock = clock
         self._queue = queue
         self._send = send
         self._linger_s = linger_s
@@ -65,15 +66,15 @@ class Batcher:
     def submit(self, message_id: str, payload: Any) -> asyncio.Future[str | None]:
         """Queue one entry; `payload` is what `send` expects per entry."""
         future: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
-        self._pending.append(_Entry(message_id, payload, future))
+        self._pending.append(_Entry(message_id, payload, future, self._clock.monotonic_s()))
         self._wake.set()
         return future
 
     async def close(self, timeout_s: float) -> None:
         """Send everything pending (retrying up to `timeout_s`), then stop."""
-        deadline = time.monotonic() + timeout_s
+        deadline = self._clock.monotonic_s() + timeout_s
         self._linger_s = 0.0
-        while (self._pending or self._tasks) and time.monotonic() < deadline:
+        while (self._pending or self._tasks) and self._clock.monotonic_s() < deadline:
             self._wake.set()
             await asyncio.sleep(0.01)
         if self._runner is not None:
@@ -146,7 +147,7 @@ class Batcher:
         self._requeue(batch)
 
     def _requeue(self, entries: list[_Entry]) -> None:
-        now = time.monotonic()
+        now = self._clock.monotonic_s()
         for entry in entries:
             if now - entry.created_s > self._give_up_s:
                 log.error("%s given up after %.0fs: queue=%s message=%s", self._action,

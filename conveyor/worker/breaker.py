@@ -29,10 +29,9 @@ from __future__ import annotations
 import asyncio
 import enum
 import random
-import time
-from collections.abc import Callable
 from typing import Generic, TypeVar
 
+from conveyor.clock import Clock
 from conveyor.worker.delivery import Outcome
 
 T = TypeVar("T")
@@ -87,7 +86,7 @@ class Breaker(Generic[T]):
     """The breaker's state, without I/O: open or closed, the messages it holds, and when to
     probe next. `T` is the daemon's Job (job.py)."""
 
-    def __init__(self, rng: random.Random, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, rng: random.Random, clock: Clock) -> None:
         self._rng = rng
         self._clock = clock
         self.is_open = False
@@ -109,7 +108,7 @@ class Breaker(Generic[T]):
             return False
         self.is_open = True
         self.closed.clear()
-        self.opened_s = self._clock()
+        self.opened_s = self._clock.monotonic_s()
         self.released = False
         self.opened += 1
         self._pauses = 0
@@ -133,7 +132,7 @@ class Breaker(Generic[T]):
 
     def answered(self) -> None:
         """The app answered a request (or its health check) just now."""
-        self.last_answer_s = self._clock()
+        self.last_answer_s = self._clock.monotonic_s()
         self.suspects = 0
 
     def own_failure(self, sent_s: float) -> bool:
@@ -162,7 +161,7 @@ class Breaker(Generic[T]):
         room for one, and none was fetched for a while (the caller checks for suspects)."""
         if self.parked or self.held >= MAX_PROBES:
             return False
-        if self._clock() - self.second_opinion_s < SECOND_OPINION_EVERY_S:
+        if self._clock.monotonic_s() - self.second_opinion_s < SECOND_OPINION_EVERY_S:
             return False
-        self.second_opinion_s = self._clock()
+        self.second_opinion_s = self._clock.monotonic_s()
         return True

@@ -35,7 +35,6 @@ import logging
 import math
 import os
 import random
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -106,7 +105,7 @@ HookFactory = Callable[[WorkerConfig, str, CollectorRegistry], WorkerHook]
 class Worker:
     """One worker daemon for one queue. `await run()` until `stop()` (or a signal) drains it."""
 
-    def __init__(self, config: WorkerConfig, *, clock: Callable[[], float] = time.time,
+    def __init__(self, config: WorkerConfig, *, clock: Clock | None = None,
                  rng: random.Random | None = None, hooks: Sequence[HookFactory] = ()) -> None:
         self.config = config
         self.queue_url = config.worker_queue_url
@@ -114,7 +113,7 @@ class Worker:
         self.metrics = WorkerMetrics(self.queue_name)
         self.queues: WorkerQueues | None = None
         self.state = "starting"
-        self._clock = clock  # wall clock, only for RetentionPeriod; injectable for tests
+        self.clock = clock = clock or Clock()  # every piece below reads this one
         self._rng = rng or random.Random()
         at_app = config.http_connections * max(1, config.batch_size)  # messages at the app
         self._batch = min(SQS_MAX_RECEIVE, at_app)
@@ -128,7 +127,7 @@ class Worker:
         self._fifo = self.queue_name.endswith(".fifo")  # SQS requires the suffix
         self._groups: GroupQueues[Job] = GroupQueues()
         self._waiting = Waiting(self._slots.capacity * _HELD_PER_SLOT)
-        self._open = OpenPosts(ConcurrencyLimit(Clock(), config.http_connections,
+        self._open = OpenPosts(ConcurrencyLimit(clock, config.http_connections,
                                                 adaptive=config.adaptive_concurrency),
                                self._slots, self.metrics, per_post=max(1, config.batch_size),
                                receive_batch=self._batch)
@@ -143,7 +142,7 @@ class Worker:
         self.receiver: Receiver | PartitionedReceiver | None = None
         self.partitions: Partitions | None = None  # with the Partitions option
         self._router: PartitionRouter | None = None
-        self._deliverer = Deliverer(config, self.queue_name)
+        self._deliverer = Deliverer(config, self.queue_name, clock=clock)
         self._payloads = PayloadResolver.from_options(
             config.payload_endpoint_url, config.payload_region or config.region,
             config.payload_access_key, config.payload_bucket,
@@ -158,7 +157,7 @@ class Worker:
         self._outage = AppOutage(
             self._actions, jobs=self._jobs, waiting=self._waiting, metrics=self.metrics,
             queue_name=self.queue_name, stopping=self._stopping, pause=self._pause,
-            receive_one=self._fetch_one, rng=self._rng,
+            receive_one=self._fetch_one, rng=self._rng, clock=clock,
             healthy=(lambda: self._deliverer.healthy(health_path)) if health_path else None)
         self.hooks = [make(config, self.queue_name, self.metrics.registry) for make in hooks]
 
@@ -223,20 +222,22 @@ class Worker:
         assert self._sqs is not None
         sqs, url = self._sqs, self.queue_url
         give_up_s = max(60, self.config.visibility_timeout)
+        clock = self.clock
 
         def deleter(queue_url: str) -> Batcher:
             return Batcher("DeleteMessageBatch", self.queue_name,
                            lambda entries: sqs.delete_message_batch(queue_url, entries),
-                           give_up_s=give_up_s)
+                           clock=clock, give_up_s=give_up_s)
 
         def changer(queue_url: str) -> Batcher:
             return Batcher("ChangeMessageVisibilityBatch", self.queue_name,
                            lambda entries: sqs.change_message_visibility_batch(
                                queue_url, [(i, receipt, secs) for i, (receipt, secs) in entries]),
-                           give_up_s=give_up_s)
+                           clock=clock, give_up_s=give_up_s)
 
         if self.partitions is not None:  # each entry joins its message's partition's batch
-            self._router = router = PartitionRouter(url, lambda: self._jobs, keep_s=give_up_s)
+            self._router = router = PartitionRouter(url, lambda: self._jobs,
+                                                    keep_s=give_up_s, clock=clock)
             urls = self.partitions.queue.urls
             self._delete = RoutedBatcher(router, urls, deleter, lambda receipt: receipt)
             self._change = RoutedBatcher(router, urls, changer, lambda entry: entry[0])
@@ -253,23 +254,24 @@ class Worker:
                 self._batches, self.config.batch_size, self._actions,
                 buffer=self._buffer, slots=self._slots, open_posts=self._open,
                 groups=self._groups, past_retention=lambda m: self._expired_age_s(m) is not None,
-                payloads=self._payloads, metrics=self.metrics, queue_name=self.queue_name)
+                payloads=self._payloads, metrics=self.metrics, queue_name=self.queue_name,
+                clock=clock)
         for hook in self.hooks:
             await hook.start(sqs, url)
-        self.presence = Presence(sqs, self.queue_name, self._announced_status,
+        self.presence = Presence(sqs, self.queue_name, self._announced_status, clock=clock,
                                  on_drain=self.stop)
         if self._router is not None and self.partitions is not None:
             urls = self.partitions.queue.urls
             self.receiver = PartitionedReceiver(
-                sqs, urls, self._router, wait_s=self.config.poll_wait_time,
+                sqs, urls, self._router, clock=clock, wait_s=self.config.poll_wait_time,
                 visibility_timeout_s=self.config.visibility_timeout,
-                idle_poll=Receiver(sqs, urls, wait_s=self.config.poll_wait_time,
+                idle_poll=Receiver(sqs, urls, clock=clock, wait_s=self.config.poll_wait_time,
                                    extended_wait_s=self.config.extended_poll_wait_time,
                                    visibility_timeout_s=self.config.visibility_timeout,
                                    presence=self.presence))
             self.receiver.on_received = self.metrics.received_from_partition
         else:
-            self.receiver = Receiver(sqs, url, wait_s=self.config.poll_wait_time,
+            self.receiver = Receiver(sqs, url, clock=clock, wait_s=self.config.poll_wait_time,
                                      extended_wait_s=self.config.extended_poll_wait_time,
                                      visibility_timeout_s=self.config.visibility_timeout,
                                      presence=self.presence)
@@ -281,7 +283,7 @@ class Worker:
             self._jobs, self._change.submit, self._release,
             visibility_timeout_s=self.config.visibility_timeout,
             request_limit_s=self.config.connect_timeout + self.config.inactivity_timeout,
-            metrics=self.metrics, queue_name=self.queue_name)
+            metrics=self.metrics, queue_name=self.queue_name, clock=clock)
         heartbeat = asyncio.create_task(heartbeats.run(), name="heartbeat")
         self.presence.start()
         self.state = "running"
@@ -316,9 +318,9 @@ class Worker:
                  open_requests, self.config.drain_timeout)
         for _ in dispatchers:
             self._buffer.put_nowait(None)
-        deadline = time.monotonic() + self.config.drain_timeout
+        deadline = self.clock.monotonic_s() + self.config.drain_timeout
         pending = set(dispatchers)
-        while pending and not self._force.is_set() and time.monotonic() < deadline:
+        while pending and not self._force.is_set() and self.clock.monotonic_s() < deadline:
             _done, pending = await asyncio.wait(pending, timeout=0.05)
         for task in pending:
             task.cancel()
@@ -353,7 +355,7 @@ class Worker:
             if self._stopping.is_set():  # a receive begun now could be cut off by the
                 self._slots.give(self._batch)  # drain, its messages hidden for their
                 return  # visibility timeout
-            started = time.monotonic()
+            started = self.clock.monotonic_s()
             try:
                 # "All" system attributes: the daemon needs SentTimestamp (RetentionPeriod),
                 # MessageGroupId (FIFO order) and ApproximateReceiveCount (MaxRetries).
@@ -373,12 +375,12 @@ class Worker:
                 self._accept(messages, started)
                 await asyncio.sleep(0)  # let the dispatchers start these POSTs before we
                 # spend CPU signing the next receive
-            early = time.monotonic() - started < received.wait_s / 2
+            early = self.clock.monotonic_s() - started < received.wait_s / 2
             await self._idle.after_poll(len(messages), self._batch, early)
 
     def _accept(self, messages: list[Message], received_s: float) -> None:
         visible_until = received_s + self.config.visibility_timeout
-        now = time.monotonic()
+        now = self.clock.monotonic_s()
         for message in messages:
             job = Job(message, received_s, visible_until, accepted_s=now)
             self._jobs[message.receipt_handle] = job
@@ -392,7 +394,7 @@ class Worker:
         self.metrics.received(len(messages))
 
     def _log_poll_error(self, exc: Exception) -> None:
-        now = time.monotonic()
+        now = self.clock.monotonic_s()
         if now - self._poll_error_logged_s >= _ERROR_LOG_EVERY_S:
             self._poll_error_logged_s = now
             log.warning("queue %s unreachable, retrying with back-off: %s", self.queue_name, exc)
@@ -407,7 +409,7 @@ class Worker:
     async def _fetch_one(self) -> None:
         """Receive one message (the outage's second opinion); a dispatcher parks it."""
         assert self._sqs is not None
-        started = time.monotonic()
+        started = self.clock.monotonic_s()
         try:
             messages = await self._sqs.receive_messages(
                 self.queue_url, max_messages=1, wait_time_s=0,
@@ -439,7 +441,7 @@ class Worker:
 
     async def _handle(self, job: Job) -> None:
         if await self._admit(job):
-            self.metrics.waited(time.monotonic() - job.accepted_s)
+            self.metrics.waited(self.clock.monotonic_s() - job.accepted_s)
             await self._settle(job, await self._post(job))
 
     async def _admit(self, job: Job) -> bool:
@@ -464,11 +466,11 @@ class Worker:
         """POST the message to the app (job.started_s says since when), within the
         concurrency limit (adaptive.py); an offloaded body is fetched first, so the app
         gets it and never the pointer."""
-        job.started_s = fetched_s = time.monotonic()
+        job.started_s = fetched_s = self.clock.monotonic_s()
         try:
             message = await self._payloads.resolve(job.message)
         except PayloadUnavailable as exc:
-            return Outcome(False, "payload-unavailable", time.monotonic() - fetched_s,
+            return Outcome(False, "payload-unavailable", self.clock.monotonic_s() - fetched_s,
                            detail=str(exc))
         except asyncio.CancelledError:
             self._release(job)
@@ -536,7 +538,7 @@ class Worker:
         sent_ms = message.sent_ms
         if sent_ms is None:
             return None
-        age_s = self._clock() - sent_ms / 1000
+        age_s = (self.clock.now_ms() - sent_ms) / 1000
         first_ms = message.first_receive_ms
         if first_ms is not None:
             age_s = max(age_s, (first_ms - sent_ms) / 1000)

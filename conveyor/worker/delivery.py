@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
 from conveyor import __version__
 from conveyor.client import Message
+from conveyor.clock import Clock
 from conveyor.cron.jobs import ATTR_PREFIX, ScheduledJob
 from conveyor.worker import telemetry
 from conveyor.worker.backoff import parse_retry_after
@@ -77,14 +77,15 @@ def _header_safe(text: str) -> bool:
 class Deliverer:
     """Holds the keep-alive connections to the app and POSTs messages through them."""
 
-    def __init__(self, config: WorkerConfig, queue_name: str) -> None:
+    def __init__(self, config: WorkerConfig, queue_name: str, *, clock: Clock) -> None:
         self._config = config
+        self._clock = clock
         self._queue_name = queue_name
         parts = urlsplit(config.app_url)
         self._origin = f"{parts.scheme}://{parts.netloc}"
         self._base_path = parts.path.rstrip("/")
         self._path = self._base_path + config.http_path
-        self._client = AppClient(config.app_url, config.connect_timeout)
+        self._client = AppClient(config.app_url, config.connect_timeout, clock=clock)
         self._timeout_s = config.inactivity_timeout
 
     @property
@@ -135,30 +136,32 @@ class Deliverer:
         """POST `body` (signed when SigningSecret is set) and classify the answer; the answer
         too when there was one, its body kept up to `keep_body_bytes`."""
         if self._config.signing_secret:
-            headers[SIGNATURE_HEADER] = sign(self._config.signing_secret, body)
-        started = time.monotonic()
+            headers[SIGNATURE_HEADER] = sign(self._config.signing_secret, body,
+                                            self._clock.now_s())
+        monotonic_s = self._clock.monotonic_s
+        started = monotonic_s()
         try:
             response = await self._client.post(path, headers, body, self._timeout_s,
                                                keep_body_bytes=keep_body_bytes)
         except ConnectFailed as exc:
-            return Outcome(False, "connect-failed", time.monotonic() - started,
+            return Outcome(False, "connect-failed", monotonic_s() - started,
                            detail=str(exc)), None
         except ConnectTimeout as exc:
-            return Outcome(False, "connect-timeout", time.monotonic() - started,
+            return Outcome(False, "connect-timeout", monotonic_s() - started,
                            detail=str(exc)), None
         except ResponseTimeout as exc:
-            return Outcome(False, "inactivity-timeout", time.monotonic() - started,
+            return Outcome(False, "inactivity-timeout", monotonic_s() - started,
                            detail=str(exc)), None
         except ConnectionBroken as exc:
             # Not a byte of answer: the app (or its proxy) dropped the request, which is
             # how one that restarts or crashes behaves; a cut-off answer is the app's.
             status = "connection-error" if exc.answered else "no-answer"
-            return Outcome(False, status, time.monotonic() - started, detail=str(exc)), None
+            return Outcome(False, status, monotonic_s() - started, detail=str(exc)), None
         except OSError as exc:
             detail = str(exc) or type(exc).__name__
-            return Outcome(False, "connection-error", time.monotonic() - started,
+            return Outcome(False, "connection-error", monotonic_s() - started,
                            detail=detail), None
-        return self._outcome(response, time.monotonic() - started), response
+        return self._outcome(response, monotonic_s() - started), response
 
     async def healthy(self, path: str) -> bool:
         """GET `path` (HealthCheckPath): True for a 2xx answer within HEALTH_TIMEOUT_S."""
@@ -174,6 +177,7 @@ class Deliverer:
         ok = status == 200 or (self._config.accept_any_2xx and 200 <= status < 300)
         retry_after = None
         if status in _RETRY_AFTER_STATUSES:
-            retry_after = parse_retry_after(response.headers.get("retry-after"))
+            retry_after = parse_retry_after(response.headers.get("retry-after"),
+                                            self._clock.now_ms() / 1000)
         return Outcome(ok, str(status), elapsed_s, retry_after)
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable, Mapping
 
+from conveyor.clock import Clock
 from conveyor.worker.job import Job
 from conveyor.worker.metrics import WorkerMetrics
 
@@ -32,7 +32,8 @@ class Heartbeat:
 
     def __init__(self, jobs: Mapping[str, Job], change: SubmitChange,
                  release: Callable[[Job], None], *, visibility_timeout_s: int,
-                 request_limit_s: float, metrics: WorkerMetrics, queue_name: str) -> None:
+                 request_limit_s: float, metrics: WorkerMetrics, queue_name: str,
+                 clock: Clock) -> None:
         self._jobs = jobs  # every message the worker holds, by receipt handle
         self._change = change
         self._release = release
@@ -40,6 +41,7 @@ class Heartbeat:
         self._request_limit_s = request_limit_s
         self._metrics = metrics
         self._queue_name = queue_name
+        self._clock = clock
 
     async def run(self) -> None:
         vt = self._visibility_timeout_s
@@ -48,7 +50,7 @@ class Heartbeat:
         tick_s = min(1.0, max(0.05, vt / 4))
         while True:
             await asyncio.sleep(tick_s)
-            self.beat(time.monotonic())
+            self.beat(self._clock.monotonic_s())
 
     def beat(self, now: float) -> None:
         """One tick at monotonic time `now`: extend or release what is due."""

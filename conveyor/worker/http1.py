@@ -40,12 +40,13 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-import time
 from collections import deque
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 import httptools
+
+from conveyor.clock import Clock
 
 # Idle connections older than this are closed rather than reused: servers drop idle
 # keep-alive connections after 2 s (gunicorn) to 75 s, and a reused dead one costs a retry.
@@ -102,7 +103,7 @@ class _Connection(asyncio.Protocol):
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
         self.closed = False
-        self.idle_since = time.monotonic()
+        self.idle_since = 0.0  # monotonic; set when the pool takes it back
         self._parser = httptools.HttpResponseParser(self)
         self._waiter: asyncio.Future[Response] | None = None
         self._headers: dict[str, str] = {}
@@ -247,7 +248,7 @@ class AppClient:
     """Keep-alive connections to one base URL (the app). Concurrency is the caller's to
     limit: the daemon runs exactly HttpConnections dispatchers, so at most that many open."""
 
-    def __init__(self, base_url: str, connect_timeout_s: float) -> None:
+    def __init__(self, base_url: str, connect_timeout_s: float, *, clock: Clock) -> None:
         parts = urlsplit(base_url)
         self._host = parts.hostname or "localhost"
         self._port = parts.port or (443 if parts.scheme == "https" else 80)
@@ -257,6 +258,7 @@ class AppClient:
         self._host_header = host_header.encode()
         self._connect_timeout_s = connect_timeout_s
         self._idle: deque[_Connection] = deque()
+        self._clock = clock
 
     async def post(self, path: str, headers: dict[str, str], body: bytes,
                    timeout_s: float, *, keep_body_bytes: int = 0) -> Response:
@@ -301,7 +303,7 @@ class AppClient:
         return b"".join(lines)
 
     def _reuse(self) -> _Connection | None:
-        now = time.monotonic()
+        now = self._clock.monotonic_s()
         while self._idle:
             conn = self._idle.pop()
             if not conn.closed and now - conn.idle_since < IDLE_REUSE_S:
@@ -335,6 +337,6 @@ class AppClient:
             conn.close()
             raise
         if not conn.closed:
-            conn.idle_since = time.monotonic()
+            conn.idle_since = self._clock.monotonic_s()
             self._idle.append(conn)
         return response

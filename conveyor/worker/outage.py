@@ -20,9 +20,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-import time
 from collections.abc import Awaitable, Callable, Mapping
 
+from conveyor.clock import Clock
 from conveyor.worker.breaker import GRACE_S, MAX_PROBES, Breaker, Verdict, verdict
 from conveyor.worker.delivery import Outcome
 from conveyor.worker.job import Job, JobActions, Waiting, log_fields
@@ -43,7 +43,7 @@ class AppOutage:
                  pause: Callable[[float], Awaitable[None]],
                  receive_one: Callable[[], Awaitable[None]],
                  healthy: Callable[[], Awaitable[bool]] | None, rng: random.Random,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Clock) -> None:
         self._actions = actions
         self._jobs = jobs  # every message the worker holds, by receipt handle
         self._waiting = waiting
@@ -141,7 +141,7 @@ class AppOutage:
 
     def _hold_failed(self, job: Job, outcome: Outcome, *, front: bool) -> None:
         job.started_s = None
-        job.failure, job.failed_s = outcome, self._clock()
+        job.failure, job.failed_s = outcome, self._clock.monotonic_s()
         self._waiting.add(job)
         if front:
             self._breaker.failed.insert(0, job)
@@ -165,7 +165,7 @@ class AppOutage:
     async def _probe_loop(self) -> None:
         """Look at the app after a growing pause until it answers; then close the breaker."""
         breaker = self._breaker
-        reminded_s = self._clock()
+        reminded_s = self._clock.monotonic_s()
         while not self._stopping.is_set():
             first = breaker.failed[0].failure if breaker.failed else None
             suspect = first is not None and verdict(first) is Verdict.SUSPECT
@@ -173,7 +173,7 @@ class AppOutage:
                 suspect=suspect, retry_after_s=first.retry_after_s if first else None))
             if self._stopping.is_set() or await self._app_back():
                 return
-            now = self._clock()
+            now = self._clock.monotonic_s()
             if now - reminded_s >= _REMIND_EVERY_S:
                 reminded_s = now
                 log.warning("app still unavailable after %.0fs: queue=%s held=%d",
@@ -255,7 +255,7 @@ class AppOutage:
             self._grace.cancel()
         self._metrics.app_available(True)
         log.warning("app answers again after %.1fs: queue=%s; receiving resumed, %d held "
-                    "messages go to it now", self._clock() - breaker.opened_s,
+                    "messages go to it now", self._clock.monotonic_s() - breaker.opened_s,
                     self._queue_name, len(failed) + len(parked))
         for job in failed + parked:
             self._actions.dispatch(job)

@@ -26,13 +26,13 @@ each entry with the partition its message came from, known by its receipt handle
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable, Container, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from conveyor.client import Message, SQSClient, queue_name_from_url
 from conveyor.client.partitions import PartitionedQueue, partition_name
+from conveyor.clock import Clock
 from conveyor.worker.batcher import Batcher
 from conveyor.worker.config import WorkerConfig
 from conveyor.worker.queues import (
@@ -94,20 +94,20 @@ class PartitionRouter:
     on its last entry (they give up after `keep_s`)."""
 
     def __init__(self, default_url: str, live: Callable[[], Container[str]], keep_s: float,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 *, clock: Clock) -> None:
         self._default_url = default_url
         self._live = live
         self._keep_s = keep_s
         self._clock = clock
         self._urls: dict[str, str] = {}
         self._gone: set[str] = set()  # not live at the last clean-up
-        self._cleaned_s = clock()
+        self._cleaned_s = clock.monotonic_s()
 
     def note(self, url: str, messages: Sequence[Message]) -> None:
         """Messages received from the partition at `url`."""
         for message in messages:
             self._urls[message.receipt_handle] = url
-        if self._clock() - self._cleaned_s >= self._keep_s:
+        if self._clock.monotonic_s() - self._cleaned_s >= self._keep_s:
             self._clean()
 
     def url_of(self, receipt_handle: str) -> str:
@@ -121,7 +121,7 @@ class PartitionRouter:
         for receipt in gone & self._gone:
             del self._urls[receipt]
         self._gone = gone - self._gone
-        self._cleaned_s = self._clock()
+        self._cleaned_s = self._clock.monotonic_s()
 
 
 class RoutedBatcher:
@@ -155,9 +155,9 @@ class PartitionedReceiver:
     module's docstring); the daemon calls it as it calls `Receiver`."""
 
     def __init__(self, sqs: SQSClient, urls: Sequence[str], router: PartitionRouter, *,
-                 wait_s: int, visibility_timeout_s: int, idle_poll: Receiver | None = None,
-                 system_attributes: Sequence[str] = ("All",),
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Clock, wait_s: int, visibility_timeout_s: int,
+                 idle_poll: Receiver | None = None,
+                 system_attributes: Sequence[str] = ("All",)) -> None:
         self._sqs = sqs
         self._idle_poll = idle_poll  # PollMessages on every partition, while it is taken
         self._clock = clock
@@ -198,7 +198,7 @@ class PartitionedReceiver:
             self._noted(url, messages)
         else:
             self._empty_in_a_row += 1
-            self._skip_until_s[index] = self._clock() + RECHECK_EMPTY_S
+            self._skip_until_s[index] = self._clock.monotonic_s() + RECHECK_EMPTY_S
         return Received(messages, wait_s)
 
     def _note_all(self, received: Received) -> Received:
@@ -222,7 +222,7 @@ class PartitionedReceiver:
     def _pick(self, idle: bool) -> int:
         """The next partition in turn, passing over those found empty lately (none when
         idle: the long poll turns over them all); the next in turn if all were."""
-        now, count = self._clock(), len(self._urls)
+        now, count = self._clock.monotonic_s(), len(self._urls)
         index = next((i % count for i in range(self._next, self._next + count)
                       if idle or self._skip_until_s[i % count] <= now), self._next)
         self._next = (index + 1) % count

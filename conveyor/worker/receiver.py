@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from conveyor.client import Message, SQSClient, SQSError, SQSTransportError, queue_name_from_url
+from conveyor.clock import Clock
 from conveyor.runtime.extensions import Extension
 from conveyor.runtime.presence import TARGET_PREFIX, Presence
 from conveyor.worker import telemetry
@@ -56,11 +56,10 @@ class Receiver:
     """Receives for the pollers of one worker queue (they share it), or of several queues
     at once with PollMessages only (`queue_url` a list: see the module's docstring)."""
 
-    def __init__(self, sqs: SQSClient, queue_url: str | Sequence[str], *, wait_s: int,
-                 extended_wait_s: int, visibility_timeout_s: int,
+    def __init__(self, sqs: SQSClient, queue_url: str | Sequence[str], *, clock: Clock,
+                 wait_s: int, extended_wait_s: int, visibility_timeout_s: int,
                  presence: Presence | None = None,
-                 system_attributes: Sequence[str] = ("All",),
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 system_attributes: Sequence[str] = ("All",)) -> None:
         self._sqs = sqs
         self._queue_urls = None if isinstance(queue_url, str) else list(queue_url)
         self._queue_url = queue_url if isinstance(queue_url, str) else queue_url[0]
@@ -133,7 +132,7 @@ class Receiver:
             params["Announce"] = announcement
         if self._presence is not None:  # a drain request then answers this poll at once
             params["WorkerId"] = self._presence.worker_id
-        started = self._clock()
+        started = self._clock.monotonic_s()
         try:
             answer = await self._sqs.call("PollMessages", params,
                                           timeout_s=wait_s + _ANSWER_MARGIN_S,
@@ -141,7 +140,7 @@ class Receiver:
         except (SQSError, SQSTransportError) as exc:
             if announcement is not None and self._presence is not None:
                 self._presence.lost()
-            elapsed_s = self._clock() - started
+            elapsed_s = self._clock.monotonic_s() - started
             if not self._was_cut(exc, elapsed_s, wait_s):
                 raise
             self._cut(wait_s, elapsed_s)

@@ -8,16 +8,17 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import time
+
+from conveyor.clock import Clock
 
 SIGNATURE_HEADER = "X-Conveyor-Signature"
 
 
-def sign(secret: str, body: bytes, timestamp_s: int | None = None) -> str:
-    """The header value for `body`."""
-    stamp = int(time.time()) if timestamp_s is None else timestamp_s
-    mac = hmac.new(secret.encode(), f"{stamp}.".encode() + body, hashlib.sha256).hexdigest()
-    return f"t={stamp},v1={mac}"
+def sign(secret: str, body: bytes, timestamp_s: int) -> str:
+    """The header value for `body`, signed at `timestamp_s` (unix seconds)."""
+    mac = hmac.new(secret.encode(), f"{timestamp_s}.".encode() + body,
+                   hashlib.sha256).hexdigest()
+    return f"t={timestamp_s},v1={mac}"
 
 
 def verify(secret: str, header: str, body: bytes, tolerance_s: int = 300,
@@ -28,7 +29,7 @@ def verify(secret: str, header: str, body: bytes, tolerance_s: int = 300,
         stamp = int(fields["t"])
     except (KeyError, ValueError):
         return False
-    now = time.time() if now_s is None else now_s
+    now = Clock().now_ms() / 1000 if now_s is None else now_s
     if abs(now - stamp) > tolerance_s:
         return False
     expected = sign(secret, body, stamp).split("v1=", 1)[1]

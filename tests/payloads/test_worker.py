@@ -16,10 +16,10 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import time
 
 from aiohttp import web
 
+from conveyor.clock import Clock
 from conveyor.payloads.pointer import POINTER_CLASS, SIZE_ATTRIBUTE, Pointer
 from tests.payloads.conftest import conveyor_cli, embedded_store, extended_client
 from tests.worker.conftest import (
@@ -235,7 +235,7 @@ def test_an_expired_message_is_deleted_unposted_with_its_blob(strict_server, str
 
     async def scenario() -> None:
         async with recording_app() as app, running_worker(
-                url, app.url, clock=lambda: time.time() + 400_000, RetentionPeriod=345600,
+                url, app.url, clock=Clock(offset_s=400_000), RetentionPeriod=345600,
                 **_payload_options(blobs)):
             await wait_until(lambda: queue_total(strict_sqs, url) == 0, what="the delete")
             await wait_until(lambda: not blobs.exists(key), what="the blob's delete")

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from conveyor.clock import Clock
 from conveyor.worker import Worker, load_config
 from conveyor.worker.cli import WORKER_HOOKS
 from conveyor.worker.daemon import HookFactory
@@ -147,7 +148,7 @@ async def recording_app(behaviour: Behaviour = ok, port: int = 0) -> AsyncIterat
 
 
 @asynccontextmanager
-async def running_worker(queue_url: str, app_url: str, *, clock: Callable[[], float] = time.time,
+async def running_worker(queue_url: str, app_url: str, *, clock: Clock | None = None,
                          hooks: Sequence[HookFactory] = WORKER_HOOKS,
                          **options: Any) -> AsyncIterator[Worker]:
     """Run a Worker in this loop with FAST defaults (and the hooks `conveyor worker` gives

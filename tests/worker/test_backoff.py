@@ -27,11 +27,12 @@ def test_zero_error_visibility_timeout_means_immediate_retry():
 
 
 def test_retry_after_seconds_and_http_date():
-    assert parse_retry_after("7") == 7
-    assert parse_retry_after("99999999") == 43200
-    assert parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT", now_s=1445412470) == 10
-    assert parse_retry_after("soon") is None
-    assert parse_retry_after(None) is None
+    now_s = 1445412470
+    assert parse_retry_after("7", now_s) == 7
+    assert parse_retry_after("99999999", now_s) == 43200
+    assert parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT", now_s) == 10
+    assert parse_retry_after("soon", now_s) is None
+    assert parse_retry_after(None, now_s) is None
 
 
 def test_idle_backoff_spares_the_first_empty_poll_then_grows_to_max():

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from conveyor.clock import ManualClock
 from conveyor.worker.breaker import (
     PROBE_MAX_S,
     RETRY_AFTER_MAX_S,
@@ -54,40 +55,33 @@ def test_what_an_outcome_says_about_the_app(status: str, ok: bool, expected: Ver
     assert verdict(Outcome(ok, status, 0.0)) is expected
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_a_suspect_failure_soon_after_an_answer_is_the_messages_own() -> None:
-    clock = Clock()
+    clock = ManualClock()
     breaker: Breaker[object] = Breaker(random.Random(1), clock)
-    assert not breaker.own_failure(sent_s=clock.now)  # the app never answered: unavailable
+    # The app never answered: unavailable.
+    assert not breaker.own_failure(sent_s=clock.monotonic_s())
     breaker.answered()
-    clock.now += 0.2
-    assert breaker.own_failure(sent_s=clock.now)  # answered just before this was sent
-    clock.now += 5
+    clock.advance(0.2)
+    assert breaker.own_failure(sent_s=clock.monotonic_s())  # answered just before this was sent
+    clock.advance(5)
     breaker.answered()
-    assert breaker.own_failure(sent_s=clock.now - 10)  # answered while it was out
-    clock.now += 30
-    assert not breaker.own_failure(sent_s=clock.now)  # nothing from the app for long
+    assert breaker.own_failure(sent_s=clock.monotonic_s() - 10)  # answered while it was out
+    clock.advance(30)
+    assert not breaker.own_failure(sent_s=clock.monotonic_s())  # nothing from the app for long
 
 
 def test_suspect_failures_in_a_row_mean_the_app_went_away() -> None:
-    clock = Clock()
+    clock = ManualClock()
     breaker: Breaker[object] = Breaker(random.Random(1), clock)
     breaker.answered()
-    judged = [breaker.own_failure(sent_s=clock.now) for _ in range(SUSPECT_STREAK)]
+    judged = [breaker.own_failure(sent_s=clock.monotonic_s()) for _ in range(SUSPECT_STREAK)]
     assert judged == [True] * (SUSPECT_STREAK - 1) + [False]
     breaker.answered()  # one answer between: the streak starts over
-    assert breaker.own_failure(sent_s=clock.now)
+    assert breaker.own_failure(sent_s=clock.monotonic_s())
 
 
 def test_probes_back_off_to_their_caps_and_honour_retry_after() -> None:
-    breaker: Breaker[object] = Breaker(random.Random(1))
+    breaker: Breaker[object] = Breaker(random.Random(1), ManualClock())
     breaker.open()
     pauses = [breaker.next_pause_s(suspect=False) for _ in range(12)]
     assert pauses[0] <= 0.1 and max(pauses) <= PROBE_MAX_S

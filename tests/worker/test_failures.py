@@ -10,6 +10,7 @@ import time
 
 from aiohttp import web
 
+from conveyor.clock import Clock
 from tests.server.helpers import advance_clock
 from tests.support import free_port
 from tests.worker.conftest import (
@@ -71,12 +72,9 @@ def test_refused_connection_holds_the_message_until_the_app_listens(sqs, queue_n
 def test_message_older_than_retention_period_is_deleted_unposted(sqs, queue_name):
     url = make_queue(sqs, queue_name)
 
-    def two_days_later() -> float:
-        return time.time() + 2 * 86400
-
     async def scenario() -> None:
         async with recording_app() as app, running_worker(
-                url, app.url, RetentionPeriod=86400, clock=two_days_later) as worker:
+                url, app.url, RetentionPeriod=86400, clock=Clock(offset_s=2 * 86400)) as worker:
             await aio(sqs.send_message, QueueUrl=url, MessageBody="stale")
             await wait_until(lambda: queue_total(sqs, url) == 0, what="the delete")
             expired = worker.metrics.value("conveyor_worker_messages_expired_total")

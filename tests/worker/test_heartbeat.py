@@ -61,7 +61,7 @@ def test_a_beat_extends_what_is_at_the_app_or_waits_here_and_releases_the_buffer
 
         heartbeat = Heartbeat(jobs, change, release, visibility_timeout_s=VISIBILITY_S,
                               request_limit_s=REQUEST_LIMIT_S, metrics=metrics,
-                              queue_name="jobs")
+                              queue_name="jobs", clock=clock)
         clock.advance(VISIBILITY_S / 2 - 1)  # not yet within half the visibility of its end
         heartbeat.beat(clock.monotonic_s())
         assert (asked, released) == ([], [])

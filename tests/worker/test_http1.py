@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import uvloop
 
+from conveyor.clock import Clock
 from conveyor.worker.http1 import (
     MAX_HEAD_BYTES,
     AppClient,
@@ -98,7 +99,7 @@ def answering(answer: bytes, *, then_close: bool = False) -> Script:
 async def post(app: RawApp, times: int = 1, body: bytes = b"job",
                timeout_s: float = 10) -> list[Response]:
     """POST `times` times in turn through one client, as the daemon would."""
-    client = AppClient(app.url, connect_timeout_s=5)
+    client = AppClient(app.url, connect_timeout_s=5, clock=Clock())
     try:
         return [await client.post("/", {"X-Aws-Sqsd-Msgid": str(i)}, body, timeout_s)
                 for i in range(times)]
@@ -162,7 +163,7 @@ def test_a_body_asked_for_is_kept_in_every_framing(go, answer, server_closes):
     trailers left out); past the caller's limit it is flagged, not kept; unasked, dropped."""
     async def scenario() -> list[Response]:
         async with raw_app(answering(answer, then_close=server_closes)) as app:
-            client = AppClient(app.url, connect_timeout_s=5)
+            client = AppClient(app.url, connect_timeout_s=5, clock=Clock())
             try:
                 return [await client.post("/", {}, b"job", 10, keep_body_bytes=limit)
                         for limit in (9, 8, 0)]
@@ -321,7 +322,7 @@ def test_bytes_nobody_asked_for_end_the_connection(go):
 
     async def scenario() -> tuple[list[int], RawApp]:
         async with raw_app(chatty) as app:
-            client = AppClient(app.url, connect_timeout_s=5)
+            client = AppClient(app.url, connect_timeout_s=5, clock=Clock())
             first = await client.post("/", {}, b"a", 10)
             await asyncio.sleep(0.2)  # the unasked-for 408 arrives while idle
             second = await client.post("/", {}, b"b", 10)
@@ -421,7 +422,7 @@ def test_never_resent_after_any_byte_of_answer(go, partial):
 
     async def scenario() -> RawApp:
         async with raw_app(part_then_close) as app:
-            client = AppClient(app.url, connect_timeout_s=5)
+            client = AppClient(app.url, connect_timeout_s=5, clock=Clock())
             assert (await client.post("/", {}, b"one", 10)).status == 200
             with pytest.raises(ConnectionBroken):
                 await client.post("/", {}, b"two", 10)

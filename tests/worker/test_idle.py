@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from conveyor.client import Message, SQSError, SQSTransportError
+from conveyor.clock import ManualClock
 from conveyor.runtime.presence import ANNOUNCE_EVERY_S, Presence
 from conveyor.worker.backoff import IdleBackoff
 from conveyor.worker.flow import IdleControl
@@ -32,20 +33,12 @@ from tests.worker.conftest import (
 HOUR_S = 3600.0
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 class FakeSQS:
     """Records the calls a Presence or a Receiver makes; answers as told."""
 
     endpoint_url = "http://fake"
 
-    def __init__(self, clock: FakeClock, poll: Any = None, poll_takes_s: float = 0.0) -> None:
+    def __init__(self, clock: ManualClock, poll: Any = None, poll_takes_s: float = 0.0) -> None:
         self.clock = clock
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.poll = poll  # an exception to raise for PollMessages, or None to answer
@@ -54,7 +47,7 @@ class FakeSQS:
     async def call(self, action: str, params: dict[str, Any], **_: Any) -> dict[str, Any]:
         self.calls.append((action, params))
         if action == "PollMessages":
-            self.clock.now += self.poll_takes_s
+            self.clock.advance(self.poll_takes_s)
             if self.poll is not None:
                 raise self.poll
         return {}
@@ -104,11 +97,11 @@ def test_an_idle_worker_keeps_polling_without_pauses(sqs, queue_name, extended_w
 
 # -- announcements ----------------------------------------------------------------------------
 
-def _presence(clock: FakeClock, sqs: FakeSQS, figures: dict[str, Any]) -> Presence:
+def _presence(clock: ManualClock, sqs: FakeSQS, figures: dict[str, Any]) -> Presence:
     return Presence(sqs, "jobs", lambda: dict(figures), clock=clock)  # type: ignore[arg-type]
 
 
-def _hour_of_ticks(presence: Presence, clock: FakeClock, poll_s: float | None = None) -> None:
+def _hour_of_ticks(presence: Presence, clock: ManualClock, poll_s: float | None = None) -> None:
     """An hour, second by second: the presence's tick every ANNOUNCE_EVERY_S, and long
     polls of `poll_s` back to back, each asking at its start whether it should carry the
     announcement, and answered (`carried`) at its end."""
@@ -116,22 +109,22 @@ def _hour_of_ticks(presence: Presence, clock: FakeClock, poll_s: float | None = 
         in_flight: tuple[float, dict[str, Any] | None] | None = None
         for second in range(int(HOUR_S)):
             if poll_s is not None:
-                if in_flight is not None and clock.now >= in_flight[0] + poll_s:
+                if in_flight is not None and clock.monotonic_s() >= in_flight[0] + poll_s:
                     started, request = in_flight
                     if request is not None:
                         presence.carried(request, started)
                     in_flight = None
                 if in_flight is None:
-                    in_flight = (clock.now, presence.for_poll(poll_s))
+                    in_flight = (clock.monotonic_s(), presence.for_poll(poll_s))
             if second % ANNOUNCE_EVERY_S == 0:
                 await presence.tick()
-            clock.now += 1
+            clock.advance(1)
 
     run(hour())
 
 
 def test_an_idle_worker_announces_a_dozen_times_an_hour() -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     sqs = FakeSQS(clock)
     presence = _presence(clock, sqs, {"status": "ok", "processed": 0})
     _hour_of_ticks(presence, clock)
@@ -141,7 +134,7 @@ def test_an_idle_worker_announces_a_dozen_times_an_hour() -> None:
 
 
 def test_a_working_worker_announces_every_ten_seconds_briefly() -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     sqs = FakeSQS(clock)
     figures = {"status": "ok", "processed": 0}
     presence = _presence(clock, sqs, figures)
@@ -150,7 +143,7 @@ def test_a_working_worker_announces_every_ten_seconds_briefly() -> None:
         for _ in range(6):
             figures["processed"] += 7
             await presence.tick()
-            clock.now += ANNOUNCE_EVERY_S
+            clock.advance(ANNOUNCE_EVERY_S)
 
     run(minute())
     ttls = [params["TtlSeconds"] for _, params in sqs.calls]
@@ -158,7 +151,7 @@ def test_a_working_worker_announces_every_ten_seconds_briefly() -> None:
 
 
 def test_announcements_ride_on_long_polls() -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     sqs = FakeSQS(clock)
     presence = _presence(clock, sqs, {"status": "ok"})
     _hour_of_ticks(presence, clock, poll_s=120)
@@ -166,7 +159,7 @@ def test_announcements_ride_on_long_polls() -> None:
 
 
 def test_a_refused_announcement_is_not_tried_again_within_the_hour() -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     sqs = FakeSQS(clock)
     sqs.call = _refusing(sqs, SQSError("HTTP500", "", status=500))  # moto's answer
     presence = _presence(clock, sqs, {"status": "ok"})
@@ -185,7 +178,7 @@ def _refusing(sqs: FakeSQS, error: Exception) -> Any:
 
 # -- receiving --------------------------------------------------------------------------------
 
-def _receiver(sqs: FakeSQS, clock: FakeClock, presence: Presence | None = None) -> Receiver:
+def _receiver(sqs: FakeSQS, clock: ManualClock, presence: Presence | None = None) -> Receiver:
     return Receiver(sqs, "http://fake/000000000000/jobs", wait_s=20,  # type: ignore[arg-type]
                     extended_wait_s=120, visibility_timeout_s=30, presence=presence,
                     clock=clock)
@@ -197,7 +190,7 @@ def _receiver(sqs: FakeSQS, clock: FakeClock, presence: Presence | None = None) 
     SQSError("InvalidAction", "", status=400),
 ])
 def test_a_server_without_poll_messages_gets_receive_message(refusal: SQSError) -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     sqs = FakeSQS(clock, poll=refusal)
     receiver = _receiver(sqs, clock)
 
@@ -206,13 +199,13 @@ def test_a_server_without_poll_messages_gets_receive_message(refusal: SQSError) 
 
     assert run(scenario()) == [20, 20, 20]
     assert [name for name, _ in sqs.calls] == ["PollMessages"] + ["ReceiveMessage"] * 3
-    clock.now += HOUR_S  # asked again an hour later (a server upgraded meanwhile)
+    clock.advance(HOUR_S)  # asked again an hour later (a server upgraded meanwhile)
     sqs.poll = None
     assert run(receiver.receive(10)).wait_s == 120
 
 
 def test_a_conveyor_server_in_trouble_is_not_taken_for_one_without_it() -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     sqs = FakeSQS(clock, poll=SQSError("ServiceUnavailable", "", status=503))
     receiver = _receiver(sqs, clock)
     with pytest.raises(SQSError):
@@ -221,7 +214,7 @@ def test_a_conveyor_server_in_trouble_is_not_taken_for_one_without_it() -> None:
 
 
 def test_a_poll_carries_the_announcement_when_one_is_due() -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     sqs = FakeSQS(clock)
     presence = _presence(clock, sqs, {"status": "ok"})
     receiver = _receiver(sqs, clock, presence)
@@ -229,7 +222,7 @@ def test_a_poll_carries_the_announcement_when_one_is_due() -> None:
     async def polls(count: int) -> None:
         for _ in range(count):
             await receiver.receive(10)
-            clock.now += 120
+            clock.advance(120)
 
     run(polls(3))
     announced = [params.get("Announce") for name, params in sqs.calls]
@@ -237,7 +230,7 @@ def test_a_poll_carries_the_announcement_when_one_is_due() -> None:
 
 
 def test_polls_cut_twice_by_a_proxy_are_shortened_below_the_cut() -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     cut = SQSError("HTTP504", "", status=504)  # nginx's proxy_read_timeout: 60 s
     sqs = FakeSQS(clock, poll=cut, poll_takes_s=60)
     receiver = _receiver(sqs, clock)
@@ -250,7 +243,7 @@ def test_polls_cut_twice_by_a_proxy_are_shortened_below_the_cut() -> None:
 
 
 def test_a_transport_error_before_20_s_is_an_error_not_a_cut() -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     sqs = FakeSQS(clock, poll=SQSTransportError("PollMessages", "x", "reset"), poll_takes_s=3)
     receiver = _receiver(sqs, clock)
     with pytest.raises(SQSTransportError):
@@ -289,7 +282,7 @@ def test_on_moto_the_worker_falls_back_after_one_refusal_each(moto_sqs_url, queu
 
 
 def test_an_announcement_on_a_failed_poll_is_made_again() -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     sqs = FakeSQS(clock, poll=SQSTransportError("PollMessages", "x", "refused"))
     presence = _presence(clock, sqs, {"status": "ok"})
     receiver = _receiver(sqs, clock, presence)
@@ -300,7 +293,7 @@ def test_an_announcement_on_a_failed_poll_is_made_again() -> None:
 
 
 def test_a_confirmed_extension_survives_errors_about_the_call_but_not_a_rollback() -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     sqs = FakeSQS(clock)
     receiver = _receiver(sqs, clock)
     run(receiver.receive(10))  # answered: confirmed

@@ -50,7 +50,7 @@ class Daemon:
             actions, jobs=self.jobs, waiting=self.waiting, metrics=self.metrics,
             queue_name="jobs", stopping=asyncio.Event(), pause=self.pause,
             receive_one=self.receive_one, healthy=healthy, rng=random.Random(1),
-            clock=clock.monotonic_s)
+            clock=clock)
 
     def job(self, name: str, *, group: str | None = None, posted: bool = False) -> Job:
         """A message the worker received (and, when `posted`, has at the app)."""

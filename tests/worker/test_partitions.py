@@ -26,6 +26,7 @@ from conveyor.client.partitions import (
     partition_name,
     split_partition_name,
 )
+from conveyor.clock import ManualClock
 from conveyor.scale.observe import backlog_counts
 from conveyor.worker.partitions import RECHECK_EMPTY_S, PartitionedReceiver, PartitionRouter
 from tests.support import MOTO, ServerProcess, free_port, running_moto, sqs_client
@@ -398,20 +399,20 @@ def test_a_partition_found_empty_is_passed_over_while_another_has_a_backlog(serv
     passed it looks at them again and finds what was sent meanwhile."""
     sqs, logical = _made(server, queue_name, 3)
     _fill(sqs, logical.urls[0], 30, "m")
-    now = [1000.0]
+    clock = ManualClock()
     names = [partition_name(queue_name, i) for i in range(3)]
 
     async def scenario() -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
         async with SQSClient(server.url) as client:
-            router = PartitionRouter(logical.urls[0], set, keep_s=60)
-            receiver = PartitionedReceiver(client, logical.urls, router, wait_s=1,
-                                           visibility_timeout_s=600, clock=lambda: now[0])
+            router = PartitionRouter(logical.urls[0], set, keep_s=60, clock=clock)
+            receiver = PartitionedReceiver(client, logical.urls, router, clock=clock, wait_s=1,
+                                           visibility_timeout_s=600)
             for _ in range(20):
                 await receiver.receive(10)
                 if receiver.received[names[0]] == 30:
                     break
             emptying = dict(receiver.polls)
-            now[0] += RECHECK_EMPTY_S
+            clock.advance(RECHECK_EMPTY_S)
             sqs.send_message(QueueUrl=logical.urls[2], MessageBody="late")
             for _ in range(5):
                 if (await receiver.receive(10)).messages:

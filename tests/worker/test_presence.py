@@ -8,6 +8,7 @@ import urllib.request
 from typing import Any
 
 from conveyor.client import SQSClient
+from conveyor.clock import Clock
 from conveyor.runtime.presence import Presence
 from tests.support import ServerProcess
 from tests.worker.conftest import aio, make_queue, recording_app, run, running_worker, wait_until
@@ -56,7 +57,7 @@ def test_an_endpoint_without_the_registry_is_not_asked_again(server: ServerProce
         calls: list[str] = []
         async with SQSClient(server.url,
                              observer=lambda _action, outcome, _s: calls.append(outcome)) as sqs:
-            presence = Presence(sqs, "q", lambda: {"status": "ok"})
+            presence = Presence(sqs, "q", lambda: {"status": "ok"}, clock=Clock())
             presence.target_prefix = "NoSuchApi."  # what Amazon SQS or another emulator is
             presence.start()
             await wait_until(lambda: not presence.enabled, 10, "the presence to give up")
@@ -73,7 +74,7 @@ def test_a_failing_status_report_still_announces_and_stops_cleanly(server: Serve
 
     async def scenario() -> None:
         async with SQSClient(server.url) as sqs:
-            presence = Presence(sqs, "q", broken)
+            presence = Presence(sqs, "q", broken, clock=Clock())
             presence.start()
             await wait_until(lambda: any(w["WorkerId"] == presence.worker_id
                                          for w in _workers(server)), 10, "the announcement")
