@@ -229,7 +229,7 @@ class Scheduler:
         renew_in = self._written_s + self._renew_every_s - self._monotonic()
         if self._state.pending:
             return max(0.01, min(renew_in, self._renew_every_s / 4))
-        now_s = self._clock.now_s()
+        now_s = self._clock.now_ms() / 1000  # not now_s(): the wait is to the millisecond
         moment = datetime.fromtimestamp(now_s, UTC)
         next_s = min((t.schedule.next_after(moment).timestamp() for t in tasks),
                      default=math.inf)

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from conveyor.client import SQSClient
+from conveyor.clock import ManualClock
 from conveyor.cron.clock import CronClock
 from conveyor.cron.jobs import ATTR_TASK, ATTR_TIME, iso, send_runs
 from conveyor.cron.leader import Scheduler
@@ -22,18 +23,18 @@ class Crash(Exception):
     """Stands for SIGKILL at an exact point of a step."""
 
 
-class FakeTime:
+class FakeTime(ManualClock):
     """The schedulers' wall and monotonic clocks, moved together by the test."""
 
     def __init__(self, wall_s: float) -> None:
-        self.wall_s = wall_s
-        self.mono_s = 1000.0
+        super().__init__(now_ms=int(wall_s * 1000))
 
-    def wall(self) -> float:
-        return self.wall_s
+    @property
+    def wall_s(self) -> float:
+        return self.now_ms() / 1000
 
     def monotonic(self) -> float:
-        return self.mono_s
+        return self.monotonic_s()
 
 
 class Fleet:
@@ -59,7 +60,7 @@ class Fleet:
             leases=self.kit.leases, sqs=self.sqs, queue_url=self.queue_url,
             queue_name="cron-fleet", lease_name=self.lease_name, holder=f"s{ident}",
             source=CronSource(self.cron_file, reload_every_s=0),
-            clock=CronClock(real=self.time.wall),
+            clock=CronClock(self.time),
             metrics=self.metrics, ttl_s=self.ttl_s, grace_s=self.grace_s,
             sender=self._sender(ident), monotonic=self.time.monotonic)
         return ident
@@ -72,8 +73,7 @@ class Fleet:
         self.alive.pop(ident, None)
 
     async def advance(self, seconds: float) -> None:
-        self.time.wall_s += seconds
-        self.time.mono_s += seconds
+        self.time.advance(seconds)
         await asyncio.to_thread(self.kit.advance, seconds)
 
     async def step(self, rng: random.Random) -> None:
