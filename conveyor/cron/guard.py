@@ -80,7 +80,7 @@ class JobGuard:
         return self._age_problem(at, future_ok=False)
 
     def _age_problem(self, at: datetime, *, future_ok: bool) -> str | None:
-        age_s = self._clock.now_s() - at.timestamp()
+        age_s = self._clock.now_ms() / 1000 - at.timestamp()  # sub-second, as the limits are
         if age_s < -CLOCK_SKEW_S and not future_ok:
             return "future-time"
         if age_s > self._max_age_s:

@@ -28,7 +28,6 @@ import contextlib
 import logging
 import math
 import random
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 
@@ -58,7 +57,6 @@ class Scheduler:
                  lease_name: str, holder: str, source: CronSource, clock: CronClock,
                  metrics: CronMetrics, ttl_s: float = 10.0, grace_s: float = 300.0,
                  fifo: bool = False, sender: Sender = send_runs,
-                 monotonic: Callable[[], float] = time.monotonic,
                  rng: random.Random | None = None) -> None:
         self.lease_name = lease_name
         self.holder = holder
@@ -73,7 +71,6 @@ class Scheduler:
         self._grace_ms = int(grace_s * 1000)
         self._fifo = fifo
         self._send = sender
-        self._monotonic = monotonic
         self._rng = rng or random.Random()
         self._lease: Lease | None = None
         self._state = LeaderState()
@@ -145,7 +142,7 @@ class Scheduler:
         return tasks
 
     async def _campaign(self) -> bool:
-        started = self._monotonic()
+        started = self._clock.monotonic_s()
         try:
             lease = await self._leases.acquire(self.lease_name, self.holder, self._ttl_s)
         except LeaseConflict:
@@ -174,7 +171,7 @@ class Scheduler:
                         self._queue_name)
         if due.runs or due.skipped:
             state = state.claim(due, now_ms, self._grace_ms)
-        renew = self._monotonic() - self._written_s >= self._renew_every_s
+        renew = self._clock.monotonic_s() - self._written_s >= self._renew_every_s
         if (state != self._state or renew) and not await self._write(state):
             return self._renew_every_s / 4 if self._lease else self._renew_every_s
         if self._state.pending:
@@ -184,7 +181,7 @@ class Scheduler:
     async def _write(self, state: LeaderState) -> bool:
         """Conditional UpdateLease: renew and persist `state`. False if it did not happen."""
         assert self._lease is not None
-        started = self._monotonic()
+        started = self._clock.monotonic_s()
         try:
             lease = await self._leases.update(self.lease_name, self.holder, self._lease.version,
                                               self._ttl_s, state.encode())
@@ -195,7 +192,7 @@ class Scheduler:
             return False
         except LeaseUnavailable as exc:
             self._log_unavailable(exc)
-            if self._monotonic() >= self._valid_until_s:
+            if self._clock.monotonic_s() >= self._valid_until_s:
                 log.warning("cron lease not renewed in time, stepping down: queue=%s",
                             self._queue_name)
                 self._lost("expired")
@@ -206,7 +203,7 @@ class Scheduler:
 
     async def _send_pending(self) -> None:
         margin_s = self._ttl_s * _SEND_MARGIN
-        if self._monotonic() >= self._valid_until_s - margin_s:
+        if self._clock.monotonic_s() >= self._valid_until_s - margin_s:
             return  # renew first (next round); a lapsed leader must not send
         runs = list(self._state.pending)
         try:
@@ -226,10 +223,10 @@ class Scheduler:
             await self._write(self._state.confirm(sent))
 
     def _next_wait(self, tasks: tuple[Task, ...]) -> float:
-        renew_in = self._written_s + self._renew_every_s - self._monotonic()
+        renew_in = self._written_s + self._renew_every_s - self._clock.monotonic_s()
         if self._state.pending:
             return max(0.01, min(renew_in, self._renew_every_s / 4))
-        now_s = self._clock.now_s()
+        now_s = self._clock.now_ms() / 1000  # not now_s(): the wait is to the millisecond
         moment = datetime.fromtimestamp(now_s, UTC)
         next_s = min((t.schedule.next_after(moment).timestamp() for t in tasks),
                      default=math.inf)
@@ -247,7 +244,7 @@ class Scheduler:
         self._valid_until_s = -math.inf
 
     def _log_unavailable(self, exc: Exception) -> None:
-        now = self._monotonic()
+        now = self._clock.monotonic_s()
         if now - self._unavailable_logged_s >= 30:
             self._unavailable_logged_s = now
             log.warning("cron lease backend unavailable: queue=%s %s", self._queue_name, exc)

@@ -81,7 +81,9 @@ class CronService(WorkerHook):
                  retention_s: float = 1_209_600) -> None:
         self.queue_name = queue_name
         self.metrics = CronMetrics(queue_name, registry)
-        self.source = CronSource(Path(cron_file) if cron_file else None,
+        # One clock for the source, the guard and the scheduler.
+        self._clock = clock or CronClock.from_env()
+        self.source = CronSource(Path(cron_file) if cron_file else None, clock=self._clock,
                                  on_error=self.metrics.file_error)
         self.holder = new_holder()
         self.lease_name = lease_name_for(queue_name)
@@ -89,7 +91,6 @@ class CronService(WorkerHook):
         self._lease_spec = lease_spec
         self._grace_s = grace_s
         self._ttl_s = ttl_s
-        self._clock = clock or CronClock.from_env()
         self._run_scheduler = run_scheduler and bool(cron_file)
         self._signing_key = signing_key
         # No genuine message is older: sent within the grace period of its time (cron

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 from collections.abc import Callable
 from pathlib import Path
 
+from conveyor.clock import Clock
 from conveyor.cron.cronfile import CronFileError, Task, load_cron_file
 
 log = logging.getLogger(__name__)
@@ -25,9 +25,9 @@ class CronSource:
     force; a missing file means no periodic tasks.
     """
 
-    def __init__(self, path: Path | None, *, reload_every_s: float = RELOAD_EVERY_S,
-                 on_error: Callable[[str], None] | None = None,
-                 monotonic: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, path: Path | None, *, clock: Clock,
+                 reload_every_s: float = RELOAD_EVERY_S,
+                 on_error: Callable[[str], None] | None = None) -> None:
         self.path = path
         self.tasks: tuple[Task, ...] = ()
         self.error: str | None = None
@@ -35,11 +35,11 @@ class CronSource:
         self._checked_s = -float("inf")
         self._reload_every_s = reload_every_s
         self._on_error = on_error
-        self._monotonic = monotonic
+        self._clock = clock
 
     def refresh(self, force: bool = False) -> tuple[Task, ...]:
         """Reload if the file changed (looked at no more than every reload_every_s)."""
-        now = self._monotonic()
+        now = self._clock.monotonic_s()
         if self.path is None or (not force and now - self._checked_s < self._reload_every_s):
             return self.tasks
         self._checked_s = now

@@ -1,4 +1,5 @@
-"""Several schedulers on one queue, driven through simulated time, with crashes injected."""
+"""Several schedulers on one queue, driven through simulated time (one ManualClock), with
+crashes injected."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from conveyor.client import SQSClient
+from conveyor.clock import ManualClock
 from conveyor.cron.clock import CronClock
 from conveyor.cron.jobs import ATTR_TASK, ATTR_TIME, iso, send_runs
 from conveyor.cron.leader import Scheduler
@@ -22,28 +24,15 @@ class Crash(Exception):
     """Stands for SIGKILL at an exact point of a step."""
 
 
-class FakeTime:
-    """The schedulers' wall and monotonic clocks, moved together by the test."""
-
-    def __init__(self, wall_s: float) -> None:
-        self.wall_s = wall_s
-        self.mono_s = 1000.0
-
-    def wall(self) -> float:
-        return self.wall_s
-
-    def monotonic(self) -> float:
-        return self.mono_s
-
-
 class Fleet:
     """Schedulers sharing one queue and lease; `crash_next_send[i] = "claimed" | "sent"`
     kills scheduler i at its next send, before or after SendMessage."""
 
     def __init__(self, kit: Kit, sqs: SQSClient, queue_url: str, cron_file: Path,
-                 time: FakeTime, *, ttl_s: float = 10.0, grace_s: float = 300.0) -> None:
+                 clock: ManualClock, *, ttl_s: float = 10.0, grace_s: float = 300.0) -> None:
         self.kit, self.sqs, self.queue_url, self.cron_file = kit, sqs, queue_url, cron_file
-        self.time = time
+        # One clock for every scheduler: the test moves it, wall and monotonic together.
+        self.clock = CronClock(clock)
         self.ttl_s, self.grace_s = ttl_s, grace_s
         self.alive: dict[int, Scheduler] = {}
         self.crash_next_send: dict[int, str] = {}
@@ -58,10 +47,9 @@ class Fleet:
         self.alive[ident] = Scheduler(
             leases=self.kit.leases, sqs=self.sqs, queue_url=self.queue_url,
             queue_name="cron-fleet", lease_name=self.lease_name, holder=f"s{ident}",
-            source=CronSource(self.cron_file, reload_every_s=0),
-            clock=CronClock(real=self.time.wall),
-            metrics=self.metrics, ttl_s=self.ttl_s, grace_s=self.grace_s,
-            sender=self._sender(ident), monotonic=self.time.monotonic)
+            source=CronSource(self.cron_file, clock=self.clock, reload_every_s=0),
+            clock=self.clock, metrics=self.metrics, ttl_s=self.ttl_s, grace_s=self.grace_s,
+            sender=self._sender(ident))
         return ident
 
     def leader(self) -> int | None:
@@ -72,8 +60,7 @@ class Fleet:
         self.alive.pop(ident, None)
 
     async def advance(self, seconds: float) -> None:
-        self.time.wall_s += seconds
-        self.time.mono_s += seconds
+        self.clock.advance(seconds)
         await asyncio.to_thread(self.kit.advance, seconds)
 
     async def step(self, rng: random.Random) -> None:

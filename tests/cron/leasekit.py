@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 from conveyor.client import SQSClient
+from conveyor.clock import Clock
 from conveyor.cron.leases.base import LeaseBackend
 from conveyor.cron.leases.dynamodb import DynamoDBLeases
 from conveyor.cron.leases.server import ServerLeases
@@ -26,22 +26,9 @@ class Kit:
     advance: Callable[[float], None]
 
 
-class FakeMillis:
-    """A wall clock in ms that tests move (for DynamoDB, whose expiry is the writer's)."""
-
-    def __init__(self) -> None:
-        self.offset_ms = 0
-
-    def __call__(self) -> int:
-        return time.time_ns() // 1_000_000 + self.offset_ms
-
-    def advance(self, seconds: float) -> None:
-        self.offset_ms += int(seconds * 1000)
-
-
 @asynccontextmanager
 async def open_kit(kind: str, server: ServerProcess | None, moto_url: str | None,
-                   now: FakeMillis | None = None) -> AsyncIterator[Kit]:
+                   now: Clock | None = None) -> AsyncIterator[Kit]:
     """The backend `kind` on the given server or moto."""
     if kind == "server":
         assert server is not None
@@ -52,9 +39,9 @@ async def open_kit(kind: str, server: ServerProcess | None, moto_url: str | None
             await sqs.close()
         return
     assert moto_url is not None
-    clock = now or FakeMillis()
+    clock = now or Clock()  # real time that the test moves (DynamoDB expiry is the writer's)
     leases = DynamoDBLeases("leases-" + uuid.uuid4().hex[:8], client=dynamodb_client(moto_url),
-                            now_ms=clock)
+                            clock=clock)
     try:
         yield Kit(leases, clock.advance)
     finally:

@@ -9,6 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from conveyor.cli import main
+from conveyor.clock import ManualClock
 from conveyor.cron.cronfile import CronFileError, parse_cron_yaml
 from conveyor.cron.source import CronSource
 
@@ -91,7 +92,8 @@ def _write(path: Path, text: str, bump_ns: int) -> None:
 def test_source_reloads_on_change_and_keeps_the_last_good_schedule(tmp_path: Path) -> None:
     path = tmp_path / "cron.yaml"
     errors: list[str] = []
-    source = CronSource(path, reload_every_s=0, on_error=errors.append)
+    source = CronSource(path, clock=ManualClock(), reload_every_s=0,
+                        on_error=errors.append)
     assert source.refresh() == ()  # no file: no tasks
     _write(path, EB_EXAMPLE, 1)
     assert [t.name for t in source.refresh()] == ["backup-job", "audit"]

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from conveyor.client import SQSClient
+from conveyor.clock import ManualClock
 from conveyor.cron.ledger import RunLedger
 from tests.cron.conftest import aligned_minute
-from tests.cron.fleet import FakeTime, Fleet, drain, expected_runs
+from tests.cron.fleet import Fleet, drain, expected_runs
 from tests.cron.leasekit import BACKENDS, open_kit
 from tests.worker.conftest import run
 
@@ -42,6 +43,10 @@ def env(kind, request, tmp_path):
     return server, moto, write_cron(tmp_path / "cron.yaml", TASKS)
 
 
+def _clock(start_s: float) -> ManualClock:
+    return ManualClock(now_ms=int(start_s * 1000))
+
+
 async def _queue(sqs: SQSClient) -> str:
     return await sqs.create_queue("cron-" + uuid.uuid4().hex[:10])
 
@@ -60,14 +65,14 @@ def test_each_due_run_enqueued_once_across_kills_and_crashes(env, kind, crashes)
     async def scenario() -> None:
         async with SQSClient(server.url) as sqs, open_kit(kind, server, moto) as kit:
             queue_url = await _queue(sqs)
-            fleet = Fleet(kit, sqs, queue_url, cron_file, FakeTime(start))
+            fleet = Fleet(kit, sqs, queue_url, cron_file, _clock(start))
             for _ in range(3):
                 fleet.spawn()
             kills: Counter = Counter()
             for step in range(int(minutes * 60 / STEP_S)):
                 await fleet.advance(STEP_S)
                 if step == 0:
-                    first_step = fleet.time.wall_s
+                    first_step = fleet.clock.now_ms() / 1000
                 await fleet.step(rng)
                 leader = fleet.leader()
                 if crashes and leader is not None and step % 12 == 11:
@@ -84,7 +89,7 @@ def test_each_due_run_enqueued_once_across_kills_and_crashes(env, kind, crashes)
                     fleet.spawn()
                 await fleet.advance(STEP_S)
                 await fleet.step(rng)
-            end = fleet.time.wall_s
+            end = fleet.clock.now_ms() / 1000
             got = await drain(sqs, queue_url)
             copies = Counter((task, at) for task, at, _ in got)
             want = expected_runs(TASKS, datetime.fromtimestamp(first_step, UTC),
@@ -117,7 +122,7 @@ def test_runs_missed_while_nobody_led_are_enqueued_within_the_grace_period(env, 
     async def scenario() -> None:
         async with SQSClient(server.url) as sqs, open_kit(kind, server, moto) as kit:
             queue_url = await _queue(sqs)
-            fleet = Fleet(kit, sqs, queue_url, cron_file, FakeTime(start), grace_s=300)
+            fleet = Fleet(kit, sqs, queue_url, cron_file, _clock(start), grace_s=300)
             first = fleet.spawn()
             await fleet.advance(1)
             await fleet.step(random.Random(1))
@@ -146,7 +151,7 @@ def test_a_bad_reload_keeps_the_schedule_and_a_fifo_queue_is_refused(env, kind, 
     async def scenario() -> None:
         async with SQSClient(server.url) as sqs, open_kit(kind, server, moto) as kit:
             queue_url = await _queue(sqs)
-            fleet = Fleet(kit, sqs, queue_url, cron_file, FakeTime(start))
+            fleet = Fleet(kit, sqs, queue_url, cron_file, _clock(start))
             fleet.spawn()
             await fleet.advance(1)
             await fleet.step(random.Random(1))
@@ -161,7 +166,7 @@ def test_a_bad_reload_keeps_the_schedule_and_a_fifo_queue_is_refused(env, kind, 
             fifo_url = await sqs.create_queue("cron-" + uuid.uuid4().hex[:8] + ".fifo",
                                               {"FifoQueue": "true"})
             write_cron(cron_file, TASKS)
-            refused = Fleet(kit, sqs, fifo_url, cron_file, FakeTime(start))
+            refused = Fleet(kit, sqs, fifo_url, cron_file, _clock(start))
             ident = refused.spawn()
             refused.alive[ident]._fifo = True
             for _ in range(25):

@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
-from collections.abc import Callable
 from typing import Any
 
 import botocore.session
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
+from conveyor.clock import Clock
 from conveyor.cron.leases.base import Lease, LeaseConflict, LeaseUnavailable
 
 _RETRIES = Config(retries={"max_attempts": 3, "mode": "standard"}, connect_timeout=5,
@@ -38,18 +37,19 @@ class DynamoDBLeases:
 
     def __init__(self, table: str, *, region: str | None = None,
                  endpoint_url: str | None = None, client: Any = None,
-                 now_ms: Callable[[], int] | None = None, create_table: bool = True) -> None:
+                 clock: Clock | None = None, create_table: bool = True) -> None:
         self.table = table
         self._client = client or botocore.session.get_session().create_client(
             "dynamodb", region_name=region or None, endpoint_url=endpoint_url or None,
             config=_RETRIES)
-        self._now_ms = now_ms or (lambda: time.time_ns() // 1_000_000)
+        # Real wall time, never a cron clock's: expiry is compared with other writers'.
+        self._clock = clock or Clock()
         self._create_table = create_table
         self._ready = not create_table
 
     async def acquire(self, name: str, holder: str, ttl_s: float) -> Lease:
         """Take the item if absent, ours, or expired."""
-        now = self._now_ms()
+        now = self._clock.now_ms()
         return await self._write(
             name, "SET Holder = :h, ExpiresAt = :exp, Version = if_not_exists(Version, :zero)"
             " + :one, #d = if_not_exists(#d, :empty)", _ACQUIRE_IF,
@@ -59,7 +59,7 @@ class DynamoDBLeases:
     async def update(self, name: str, holder: str, version: int, ttl_s: float,
                      data: str) -> Lease:
         """Renew and write data, conditional on holder, version and not expired."""
-        now = self._now_ms()
+        now = self._clock.now_ms()
         return await self._write(
             name, "SET ExpiresAt = :exp, Version = Version + :one, #d = :data", _UPDATE_IF,
             {":h": _s(holder), ":v": _n(version), ":exp": _n(now + int(ttl_s * 1000)),
