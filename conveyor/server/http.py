@@ -175,8 +175,8 @@ class _Connection(asyncio.Protocol):
     def on_message_complete(self) -> None:
         self.receiving = False
         rejected = self._refusal()
-        if self.header_bytes > MAX_HEADER_BYTES:
-            self.url = b"/"  # what was kept of it may be cut anywhere
+        if rejected is not None:
+            self.url = b"/"  # never handled; what was kept of it may be cut anywhere
         url = httptools.parse_url(self.url)
         too_large = self.body_bytes > self.server.body_limit(self.url)
         request = Request(self.parser.get_method().decode("ascii", "replace"),
