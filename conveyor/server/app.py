@@ -103,7 +103,7 @@ class App:
         self._contexts: dict[tuple[str, str, str], RequestContext] = {}
         self.console = console.Console(service, settings.account_id, settings.access_keys,
                                        settings.console_session_s, self.metrics.requests.observe,
-                                       settings.default_region)
+                                       settings.default_region, self.metrics.sign_in)
 
     # --- life cycle: background sweeps ----------------------------------------------------
 

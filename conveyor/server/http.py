@@ -51,6 +51,7 @@ class Request:
     client_gone: asyncio.Future[None]  # resolves when the connection closes
     scheme: str = "http"
     body_too_large: bool = False  # the body passed max_body_bytes and was dropped
+    peer: str = ""  # the client's address: the socket's peer (no proxy header is trusted)
 
 
 @dataclass(slots=True)
@@ -65,7 +66,7 @@ class Response:
 Handler = Callable[[Request], Awaitable[Response | None]]
 
 _REASONS = {200: b"OK", 204: b"No Content", 303: b"See Other", 400: b"Bad Request",
-            401: b"Unauthorized",
+            401: b"Unauthorized", 429: b"Too Many Requests",
             403: b"Forbidden", 404: b"Not Found", 405: b"Method Not Allowed",
             408: b"Request Timeout", 413: b"Payload Too Large", 414: b"URI Too Long",
             431: b"Request Header Fields Too Large", 500: b"Internal Server Error",
@@ -83,6 +84,7 @@ class _Connection(asyncio.Protocol):
         self.worker: asyncio.Task[None] | None = None  # one per connection, see _serve
         self.wakeup: asyncio.Future[None] | None = None  # set while the worker is idle
         self.handshake: asyncio.Task[None] | None = None  # TLS: until it is done
+        self.peer = ""  # the client's address, known once connected
         self._reset()
         # Time limits (checked by HttpServer's sweep, never by a timer per request):
         self.receiving = False  # between a request's first byte and its last
@@ -104,6 +106,8 @@ class _Connection(asyncio.Protocol):
         """At accept; with TLS once the handshake is done, the connection counted since
         its accept (HttpServer._accept_tls)."""
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
+        peer = self.transport.get_extra_info("peername")
+        self.peer = str(peer[0]) if isinstance(peer, tuple) and peer else ""
         if self.server.tls is None and not self.server.admit(self):
             self.transport.abort()
             return
@@ -182,7 +186,7 @@ class _Connection(asyncio.Protocol):
         request = Request(self.parser.get_method().decode("ascii", "replace"),
                           url.path.decode("latin-1"), url.query or b"", self.headers,
                           b"" if too_large else b"".join(self.body), self.gone,
-                          self.server.scheme, too_large)
+                          self.server.scheme, too_large, self.peer)
         self.pending.append((request, self.parser.should_keep_alive(), rejected))
         if self.wakeup is not None:
             wakeup, self.wakeup = self.wakeup, None

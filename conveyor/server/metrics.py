@@ -24,6 +24,8 @@ __all__ = ["CONTENT_TYPE_LATEST", "ServerMetrics"]
 # Conveyor's own actions beside SQS's (server/app.py's EXTENSIONS): each its own label.
 EXTENSION_ACTIONS = frozenset(leases.ACTIONS + workers.ACTIONS + polls.ACTIONS)
 
+SIGN_IN_OUTCOMES = ("ok", "failed", "throttled")
+
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1, 5, 20)
 
 
@@ -135,6 +137,16 @@ class ServerMetrics:
             "conveyor_worker_announcements", "Announcements of workers and autoscalers, by the "
             "call that carried them: AnnounceWorker, or a PollMessages long poll.", ["via"],
             registry=self.registry)
+        self._sign_ins = Counter(
+            "conveyor_console_sign_ins", "Console sign-ins by outcome: ok, failed (a wrong key "
+            "or secret) or throttled (refused unchecked: too many failures, see "
+            "service/signins.py).", ["outcome"], registry=self.registry)
+        for outcome in SIGN_IN_OUTCOMES:  # shown at 0 before the first of each
+            self._sign_ins.labels(outcome)
+
+    def sign_in(self, outcome: str) -> None:
+        """Count one console sign-in by its outcome (one of SIGN_IN_OUTCOMES)."""
+        self._sign_ins.labels(outcome).inc()
 
     def announced(self, via: str) -> None:
         """Count one announcement recorded (see service/workers.py and polls.py)."""

@@ -27,6 +27,13 @@ SETTABLE = (
 )
 # Attributes whose absence means "not set": never reported empty.
 OPTIONAL = ("Policy", "RedrivePolicy", "RedriveAllowPolicy", "KmsMasterKeyId")
+# FIFO-only attributes that a standard queue refuses with a message of their own, as AWS
+# answers CreateQueue (cloudfoundry/csb-brokerpak-aws, fifo_throughput_queues.md, "API
+# limitations": real CreateQueue errors for a standard queue); the others are unknown there.
+FIFO_ONLY_NAMED = ("DeduplicationScope", "FifoThroughputLimit")
+# Where a FIFO queue keeps the DeduplicationScope it was created with (never reported: not a
+# name GetQueueAttributes knows, and no client can set it). See dedup_scope.
+CREATED_DEDUP_SCOPE = "conveyor:CreatedDeduplicationScope"
 
 
 def defaults(limits: Limits, fifo: bool) -> dict[str, str]:
@@ -63,6 +70,9 @@ def check(name: str, value: str, limits: Limits, fifo: bool, existing: bool = Fa
     its normalized value."""
     if name == "FifoQueue" and existing:
         return _check_fifo_change(value, fifo)
+    if name in FIFO_ONLY_NAMED and not fifo:
+        raise InvalidAttributeName(f"You can specify the {name} only when FifoQueue is set "
+                                   "to true.")
     if name not in SETTABLE or (name in FIFO_ONLY and not fifo):
         raise InvalidAttributeName(f"Unknown Attribute {name}.")
     checker = _CHECKS.get(name)
@@ -82,6 +92,26 @@ def _check_fifo_change(value: str, fifo: bool) -> str:
         raise InvalidAttributeValue("Invalid value for the parameter FifoQueue. Reason: "
                                     "Modifying queue type is not supported.")
     return "true"
+
+
+def at_creation(values: dict[str, str]) -> dict[str, str]:
+    """A new queue's attributes, with the deduplication scope it deduplicates by for good
+    (a FIFO queue's; see dedup_scope)."""
+    if "DeduplicationScope" in values:
+        return {**values, CREATED_DEDUP_SCOPE: values["DeduplicationScope"]}
+    return values
+
+
+def dedup_scope(values: dict[str, str]) -> str | None:
+    """The scope a FIFO queue's deduplication ids are kept in: the DeduplicationScope the
+    queue was created with. Changing the attribute later changes what it reads, not how the
+    queue deduplicates: AWS went on deduplicating queue-wide after a queue created with
+    `queue` was set to `messageGroup` (LocalStack's investigation against AWS,
+    localstack/localstack#10324, 2024-02-26: "You can change the attributes, but AWS does not
+    seem to change the deduplication behaviour of the queue"; #10887, 2024-05-24: it "cannot
+    be changed on AWS after queue creation"). A queue made before Conveyor kept the created
+    scope follows its current attribute."""
+    return values.get(CREATED_DEDUP_SCOPE, values.get("DeduplicationScope"))
 
 
 def check_encryption(values: dict[str, str]) -> None:

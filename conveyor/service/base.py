@@ -15,6 +15,7 @@ from conveyor.clock import Clock
 from conveyor.service import rules, validate
 from conveyor.service.activity import MINUTE_MS, MINUTES, Activity, History, MinuteRow
 from conveyor.service.context import RequestContext
+from conveyor.service.signins import SignInThrottle
 from conveyor.sqs.errors import InvalidParameterValue, QueueDoesNotExist
 from conveyor.sqs.limits import Limits
 from conveyor.store.base import Counts, QueueRecord, Store, StoreError, StoreUnavailable
@@ -49,6 +50,7 @@ class ServiceBase:
         self.account_id = account_id
         self.log = logging.getLogger("conveyor.service")
         self.wakeups = Wakeups()
+        self.sign_ins = SignInThrottle(store, self.clock)  # the console's failed sign-ins
         self.activity = Activity()  # per-queue sent/received/deleted, the last hour
         self.activity.shared = store.shared  # then the charts are drawn from the store
         self._activity_pruned_minute = 0

@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 
 from conveyor.ids import UuidSequence
+from conveyor.service import attributes as attrs
 from conveyor.service import rules, validate
 from conveyor.service.activity import DELETED, RECEIVED, SENT
 from conveyor.service.base import ServiceBase
@@ -199,7 +200,7 @@ class MessageActions(ServiceBase):
                     "MessageDeduplicationId provided explicitly")
             dedup_id = hashlib.sha256(body.encode()).hexdigest()
         validate.token(dedup_id, "MessageDeduplicationId", self.limits.max_dedup_id_chars)
-        if queue.attributes.get("DeduplicationScope") == "messageGroup":
+        if attrs.dedup_scope(queue.attributes) == "messageGroup":
             return group_id, f"{group_id}{DEDUP_SCOPE_SEP}{dedup_id}"
         return group_id, dedup_id
 

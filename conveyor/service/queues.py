@@ -47,7 +47,7 @@ class QueueActions(ServiceBase):
             raise QueueDeletedRecently(
                 f"You must wait {self.limits.deleted_name_cooldown_s} seconds after deleting a "
                 "queue before you can create another with the same name.")
-        values = attrs.apply(attrs.defaults(self.limits, fifo), wanted)
+        values = attrs.at_creation(attrs.apply(attrs.defaults(self.limits, fifo), wanted))
         draft = QueueRecord(0, ctx.region, name, values, tags, now_s, now_s)
         await self.check_redrive(ctx, draft)
         queue = await self.store.create_queue(ctx.region, name, values, tags, now_s)

@@ -51,12 +51,18 @@ def decode(query_string: bytes, body: bytes,
 
 
 def encode(action: str, result: dict[str, Any], request_id: str) -> bytes:
+    """The XML reply. A result with nothing in it is `<ActionResult/>`: AWS answers an empty
+    ReceiveMessage so (LocalStack's AWS-validated test_get_send_and_receive_messages)."""
     parts = [f'<?xml version="1.0"?><{action}Response xmlns="{NAMESPACE}">']
     shape = shapes.output_shape(action)
     if shape is not None:
-        parts.append(f"<{action}Result>")
+        start = len(parts)
         _struct(shape, result, parts)
-        parts.append(f"</{action}Result>")
+        if len(parts) == start:  # an empty result is one empty element, as AWS writes it
+            parts.append(f"<{action}Result/>")
+        else:
+            parts.insert(start, f"<{action}Result>")
+            parts.append(f"</{action}Result>")
     parts.append(f"<ResponseMetadata><RequestId>{request_id}</RequestId></ResponseMetadata>")
     parts.append(f"</{action}Response>")
     return "".join(parts).encode("utf-8")

@@ -322,3 +322,14 @@ class Store(Protocol):
                        ) -> list[tuple[int, int, int, int, int, int | None]]:
         """(queue id, minute, sent, received, deleted, oldest age s or None) of these
         queues' minutes from `from_minute` on."""
+
+    # the console's sign-in throttle (service/signins.py): failures per subject
+    async def sign_in_failures(self, subjects: list[str]) -> dict[str, tuple[int, int]]:
+        """subject -> (failures counted, last failure ms) for the subjects that have any."""
+    async def count_sign_in_failure(self, subjects: list[str], now_ms: int,
+                                    forget_before_ms: int) -> dict[str, tuple[int, int]]:
+        """Count one failure at `now_ms` for each subject, all at once: one more than its
+        count, or 1 when its last failure came before `forget_before_ms` (so is forgotten);
+        forget every subject whose last failure came before it. What each now holds."""
+    async def clear_sign_in_failures(self, subjects: list[str]) -> None:
+        """Forget the subjects' failures."""

@@ -178,6 +178,16 @@ CREATE TABLE conveyor_activity (
     oldest_s  BIGINT,                    -- the oldest waiting message's age; NULL: unsampled
     PRIMARY KEY (queue_id, minute)
 );
+"""), (8, """
+-- The console's failed sign-ins (service/signins.py), per subject: "key:<access key id>"
+-- or "address:<client address>", counted by every node alike. Forgotten a while after the
+-- last failure.
+CREATE TABLE conveyor_sign_in_failures (
+    subject   TEXT PRIMARY KEY,
+    failures  INTEGER NOT NULL,   -- counted since the subject was last forgotten or cleared
+    last_ms   BIGINT NOT NULL     -- the latest failure (the database's time)
+);
+CREATE INDEX conveyor_sign_in_failures_last ON conveyor_sign_in_failures (last_ms);
 """)]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 _MIGRATION_LOCK = 0x636F6E76  # advisory lock key: one node migrates at a time
@@ -918,6 +928,28 @@ class PostgresStore:
                 worker_id, now_ms, expires_ms, record)
         return True
 
+    async def sign_in_failures(self, subjects: list[str]) -> dict[str, tuple[int, int]]:
+        async with self._conn() as db:
+            rows = await db.fetch("SELECT subject, failures, last_ms FROM"
+                                  " conveyor_sign_in_failures WHERE subject = ANY($1)", subjects)
+        return {row[0]: (row[1], row[2]) for row in rows}
+
+    async def count_sign_in_failure(self, subjects: list[str], now_ms: int,
+                                    forget_before_ms: int) -> dict[str, tuple[int, int]]:
+        # One statement per subject in one transaction: the upsert's row lock makes two
+        # nodes' failures count twice, never once.
+        async with self._tx() as db:
+            await db.execute("DELETE FROM conveyor_sign_in_failures WHERE last_ms<$1",
+                             forget_before_ms)
+            found = {subject: await db.fetchrow(_COUNT_FAILURE, subject, now_ms)
+                     for subject in sorted(subjects)}  # one lock order on every node
+        return {subject: (row[0], row[1]) for subject, row in found.items()}
+
+    async def clear_sign_in_failures(self, subjects: list[str]) -> None:
+        async with self._conn() as db:
+            await db.execute("DELETE FROM conveyor_sign_in_failures WHERE subject = ANY($1)",
+                             subjects)
+
     async def add_activity(self, rows: list[tuple[int, int, int, int, int, int | None]],
                            prune_before_minute: int | None) -> None:
         async with self._tx() as db:
@@ -996,6 +1028,12 @@ class _Held:
 
 
 _LEASE_COLUMNS = "name, holder, version, expires_ms, data"
+
+_COUNT_FAILURE = (
+    "INSERT INTO conveyor_sign_in_failures AS f VALUES ($1, 1, $2) ON CONFLICT (subject)"
+    " DO UPDATE SET failures=f.failures+1, last_ms=GREATEST(f.last_ms, $2)"
+    " RETURNING failures, last_ms"
+)
 # Many nodes' counts meet here: each adds its own; a sampled age replaces the one kept.
 _ADD_ACTIVITY = (
     "INSERT INTO conveyor_activity AS a SELECT * FROM unnest($1::bigint[], $2::bigint[],"

@@ -146,6 +146,15 @@ CREATE TABLE IF NOT EXISTS workers (
     record         TEXT NOT NULL      -- JSON: kind, region, queue, status, last seen
 ) WITHOUT ROWID;
 
+-- The console's failed sign-ins (service/signins.py), per subject: "key:<access key id>"
+-- or "address:<client address>". Forgotten a while after the last failure.
+CREATE TABLE IF NOT EXISTS sign_in_failures (
+    subject   TEXT PRIMARY KEY,
+    failures  INTEGER NOT NULL,   -- counted since the subject was last forgotten or cleared
+    last_ms   INTEGER NOT NULL    -- the latest failure
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS sign_in_failures_last ON sign_in_failures (last_ms);
+
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
@@ -773,8 +782,34 @@ class SqliteStore:
                                " source_queue_id=?", (source_queue_id, source_queue_id)).fetchall()
         return [MoveTaskRecord(**orjson.loads(r[0])) for r in rows]
 
+    async def sign_in_failures(self, subjects: list[str]) -> dict[str, tuple[int, int]]:
+        marks = ",".join("?" * len(subjects))
+        rows = self.db.execute(f"SELECT subject, failures, last_ms FROM sign_in_failures"
+                               f" WHERE subject IN ({marks})", tuple(subjects)).fetchall()
+        return {subject: (failures, last_ms) for subject, failures, last_ms in rows}
+
+    async def count_sign_in_failure(self, subjects: list[str], now_ms: int,
+                                    forget_before_ms: int) -> dict[str, tuple[int, int]]:
+        async with self._write() as db:
+            db.execute("DELETE FROM sign_in_failures WHERE last_ms<?", (forget_before_ms,))
+            found = {}
+            for subject in subjects:
+                found[subject] = db.execute(_COUNT_FAILURE, (subject, now_ms)).fetchone()
+        return {subject: (row[0], row[1]) for subject, row in found.items()}
+
+    async def clear_sign_in_failures(self, subjects: list[str]) -> None:
+        async with self._write() as db:
+            db.executemany("DELETE FROM sign_in_failures WHERE subject=?",
+                           [(s,) for s in subjects])
+
 
 _LEASE_COLUMNS = "name, holder, version, expires_ms, data"
+
+_COUNT_FAILURE = (
+    "INSERT INTO sign_in_failures VALUES (?1, 1, ?2) ON CONFLICT (subject) DO UPDATE SET"
+    " failures=sign_in_failures.failures+1, last_ms=max(sign_in_failures.last_ms, ?2)"
+    " RETURNING failures, last_ms"
+)
 
 # A worker seen again keeps its first-seen time, unless its last announcement ran out.
 _SAVE_WORKER = (

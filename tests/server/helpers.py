@@ -316,6 +316,7 @@ class Browser:
 
     base_url: str
     cookies: dict[str, str] = field(default_factory=dict)
+    source: str | None = None  # connect from this loopback address (127.0.0.0/8), not 127.0.0.1
 
     def request(self, method: str, path: str, body: bytes = b"",
                 headers: Mapping[str, str] | None = None) -> BrowserResponse:
@@ -323,7 +324,8 @@ class Browser:
         sent = dict(headers or {})
         if self.cookies and "Cookie" not in sent:
             sent["Cookie"] = "; ".join(f"{k}={v}" for k, v in self.cookies.items())
-        conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+        conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30,
+                                          source_address=(self.source, 0) if self.source else None)
         try:
             conn.request(method, path, body=body, headers=sent)
             resp = conn.getresponse()

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from html import escape
 from urllib.parse import unquote
 
@@ -63,14 +64,16 @@ class Console:
     def __init__(self, service: Service, account_id: str, access_keys: dict[str, AccessKey],
                  session_s: int = auth.DEFAULT_SESSION_S,
                  observe: Observe = lambda action, outcome, seconds: None,
-                 default_region: str = "us-east-1") -> None:
+                 default_region: str = "us-east-1",
+                 count_sign_in: Callable[[str], None] = lambda outcome: None) -> None:
         self.service = service
         self.account_id = account_id
         self.access_keys = access_keys
         self.default_region = default_region
         self.started = time.monotonic()
         self.auth = auth.SignIn({k: v.secret for k, v in access_keys.items()},
-                                service.clock.now_ms, session_s)
+                                service.clock.now_ms, session_s, service.sign_ins,
+                                count_sign_in)
         self.calls = Calls(service, observe)
         self.overview = Overview(service)
         self.queue_page = QueuePage(service)

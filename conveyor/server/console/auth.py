@@ -35,8 +35,9 @@ from conveyor.server.console.sessions import (
     SessionCookies,
 )
 from conveyor.server.http import Request, Response
+from conveyor.service.signins import SignInThrottle
 
-log = logging.getLogger("conveyor.server.console")
+log = logging.getLogger(__name__)
 
 SIGN_IN = PREFIX + "/sign-in"
 SIGN_OUT = PREFIX + "/sign-out"
@@ -131,14 +132,23 @@ def read_form(req: Request, max_bytes: int = MAX_FORM_BYTES) -> dict[str, str] |
 class SignIn:
     """Sign-in and sign-out for a console with access keys (none: every page is open).
 
-    The actions run behind Console._post's checks (origin, form, CSRF token).
+    The actions run behind Console._post's checks (origin, form, CSRF token). Failed
+    sign-ins are counted per key id and per client address by `throttle`
+    (service/signins.py); once either is over its limit a sign-in is answered 429 with
+    `Retry-After`, its secret unchecked, so even the right one waits until the lock ends.
+    The client address is the connection's peer: the server trusts no proxy's
+    X-Forwarded-For, so behind a proxy every browser counts as the proxy's address (the
+    key's count still holds). `count` hears each outcome ("ok", "failed", "throttled").
     """
 
     def __init__(self, access_keys: dict[str, str], now_ms: Callable[[], int],
-                 lifetime_s: int = DEFAULT_SESSION_S) -> None:
+                 lifetime_s: int = DEFAULT_SESSION_S, throttle: SignInThrottle | None = None,
+                 count: Callable[[str], None] = lambda outcome: None) -> None:
         self.access_keys = access_keys
         self.lifetime_s = lifetime_s
         self.sessions = SessionCookies(access_keys, now_ms, lifetime_s)
+        self.throttle = throttle
+        self.count = count
 
     def session(self, req: Request) -> Session | None:
         """The request's live session, if its cookie proves one for a configured key."""
@@ -155,15 +165,36 @@ class SignIn:
         if not all(sizes) or max(sizes) > MAX_FIELD_BYTES:
             return self.page(req, 400, "Enter an access key id and its secret key (at most "
                              f"{MAX_FIELD_BYTES} bytes each).", then)
+        throttle = self.throttle
+        if throttle is not None and (wait_s := await throttle.locked_s(key_id, req.peer)):
+            log.warning("console: sign-in throttled for access key %r from %s: locked for "
+                        "%d s more", key_id, req.peer, wait_s)
+            self.count("throttled")
+            return self.throttled(req, wait_s, then, key_id)
         if not check_secret(self.access_keys, key_id, secret):
-            log.info("console: sign-in refused for access key %r", key_id)
+            wait_s = await throttle.failed(key_id, req.peer) if throttle is not None else 0
+            log.warning("console: sign-in failed for access key %r from %s%s", key_id,
+                        req.peer, f"; locked for {wait_s} s" if wait_s else "")
+            self.count("failed")
+            if wait_s:
+                return self.throttled(req, wait_s, then, key_id)
             return self.page(req, 401, "Wrong access key id or secret key.", then, key_id)
+        if throttle is not None:
+            await throttle.succeeded(key_id)
+        self.count("ok")
         if session is not None:  # signing in again ends the session it replaces
             self.sessions.sign_out(session)
         session = self.sessions.issue(key_id)
         log.info("console: access key %s signed in", key_id)
         return redirect(then, [set_cookie(req, SESSION_COOKIE, session.cookie,
                                           self.lifetime_s)])
+
+    def throttled(self, req: Request, wait_s: int, then: str, key_id: str) -> Response:
+        """429 Too Many Requests with Retry-After (RFC 6585 §4; RFC 9110 §10.2.3: seconds)."""
+        response = self.page(req, 429, f"Too many failed sign-ins. Try again in {wait_s} "
+                             "seconds.", then, key_id)
+        response.headers.append((b"retry-after", str(wait_s).encode("ascii")))
+        return response
 
     async def sign_out(self, req: Request, form: dict[str, str],
                        session: Session | None) -> Response:
