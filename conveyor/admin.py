@@ -63,7 +63,8 @@ class Target:
         try:
             return asyncio.run(main())
         except SQSError as exc:
-            raise click.ClickException(f"{exc.type_name}: {exc.message}") from None
+            about = f"{queue}: " if queue and exc.matches("QueueDoesNotExist") else ""
+            raise click.ClickException(f"{about}{exc.type_name}: {exc.message}") from None
         except SQSTransportError as exc:
             raise click.ClickException(
                 f"cannot reach {self.endpoint_url} ({exc.detail}); is `conveyor server` "
@@ -87,8 +88,16 @@ def _target(command: Callable[..., None]) -> Callable[..., None]:
 
 
 async def queue_url(sqs: SQSClient, queue: str) -> str:
-    """A queue given by URL stays as it is; a name is looked up."""
-    return queue if queue.startswith(("http://", "https://")) else await sqs.get_queue_url(queue)
+    """A queue given by URL stays as it is; a name is looked up (an unknown one is named)."""
+    if queue.startswith(("http://", "https://")):
+        return queue
+    try:
+        return await sqs.get_queue_url(queue)
+    except SQSError as exc:
+        if exc.matches("QueueDoesNotExist", "AWS.SimpleQueueService.NonExistentQueue"):
+            raise click.ClickException(
+                f"there is no queue named {queue} at {sqs.endpoint_url}") from None
+        raise
 
 
 async def partitioned_queue(sqs: SQSClient, queue: str, partitions: int) -> PartitionedQueue:
@@ -247,11 +256,17 @@ def purge_queue(target: Target, queue: str) -> None:
 @_target
 def delete_queue(target: Target, queue: str, yes: bool) -> None:
     """Delete QUEUE and every message in it."""
+    async def existing(sqs: SQSClient) -> str:  # asked only about a queue that exists
+        url = await queue_url(sqs, queue)
+        await sqs.get_queue_attributes(url, ["QueueArn"])
+        return url
+
+    url = target.run(existing, queue=queue)
     if not yes:
         click.confirm(f"Delete {queue} and all its messages?", abort=True)
 
     async def work(sqs: SQSClient) -> None:
-        await sqs.delete_queue(await queue_url(sqs, queue))
+        await sqs.delete_queue(url)
 
     target.run(work, queue=queue)
     click.echo(f"deleted {queue}")
@@ -357,7 +372,13 @@ def send(target: Target, queue: str, body: str | None, delay: int | None, group_
 
     A body too large for the queue goes to a blob store and a pointer is sent instead."""
     if body is None or body == "-":
+        if body is None and sys.stdin.isatty():
+            raise click.UsageError("give the message BODY, or pipe it on standard input "
+                                   "(BODY - or left out)")
         body = sys.stdin.read()
+        if not body:
+            raise click.UsageError("the message body is empty: SQS needs at least one "
+                                   "character (give BODY, or pipe it on standard input)")
     message_attributes = {k: {"DataType": "String", "StringValue": v}
                           for k, v in _pairs(attributes, "--attribute").items()}
     if partition_key is not None and not partitions:

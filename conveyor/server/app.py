@@ -18,6 +18,7 @@ from typing import Any
 
 import orjson
 
+from conveyor import __version__
 from conveyor.ids import UuidSequence
 from conveyor.server import console, s3subset, sigv4
 from conveyor.server.access import AccessKey
@@ -77,6 +78,19 @@ def _protocol(req: Request) -> str:
 
 _CONTENT_TYPES = {"json": jsonproto.CONTENT_TYPE, "query": queryproto.CONTENT_TYPE,
                   "query-json": queryproto.JSON_CONTENT_TYPE}
+
+
+def _landing(req: Request) -> Response:
+    """A plain GET of `/` (no action, no signature: no SQS client sends one): a browser goes
+    to the console, anything else gets a few lines saying what answers where."""
+    if "text/html" in req.headers.get("accept", ""):
+        return Response(303, b"", b"text/plain", [(b"location", console.PREFIX.encode())])
+    text = (f"Conveyor {__version__}: an Amazon SQS-compatible queue server.\n"
+            "SQS API:  POST / (AWS JSON 1.0 or Query), e.g. aws sqs list-queues "
+            "--endpoint-url <this address>\n"
+            f"Console:  {console.PREFIX}\nHealth:   /health (alive), /ready (can serve)\n"
+            "Metrics:  /metrics (Prometheus)\n")
+    return Response(200, text.encode(), b"text/plain; charset=utf-8")
 
 
 @dataclass(slots=True)
@@ -347,13 +361,16 @@ class App:
 
     def _probe(self, req: Request) -> Response | None:
         """GET /health (liveness: the process answers) or GET /ready (readiness: it can
-        serve requests now), open like each other; None for any other request.
+        serve requests now), open like each other, or the landing page at a plain GET /;
+        None for any other request.
 
         Kept apart as Kubernetes keeps its probes apart: a failing liveness probe restarts
         the container, which cannot bring back a database, while a failing readiness probe
         only takes the node out of its Service until it can serve again."""
         if req.method != "GET":
             return None
+        if req.path == "/" and not req.query_string and "authorization" not in req.headers:
+            return _landing(req)
         if req.path == "/health":
             return Response(200, b'{"status":"ok"}')
         if req.path != "/ready":

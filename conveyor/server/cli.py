@@ -337,7 +337,10 @@ async def open_store(settings: dict[str, Any], clock: Clock) -> Store:
     if target.startswith(("postgresql://", "postgres://")):
         from conveyor.store.postgres import PostgresStore
 
-        return await PostgresStore(target, settings["pool_size"], clock).open()
+        try:
+            return await PostgresStore(target, settings["pool_size"], clock).open()
+        except ValueError as exc:  # the driver's DSN parser: a bad port, option or host list
+            raise ConfigError(f"--store: not a valid PostgreSQL URL ({exc})") from None
     raise ConfigError(f"--store {target!r}: expected sqlite or a postgresql:// URL")
 
 

@@ -19,7 +19,7 @@ import orjson
 
 from conveyor import logs
 from conveyor._click import HTTP_URL, PORT, OneLineError
-from conveyor.client import SQSClient
+from conveyor.client import SQSClient, queue_name_from_url
 from conveyor.payloads.pointer import EMBEDDED_STORE_PATH
 from conveyor.runtime.loop import install_signal_handlers, run_loop
 from conveyor.up.app_wait import AppNotAnswering, wait_for_app
@@ -78,6 +78,7 @@ def up_command(app_url: str | None, app_timeout: float, demo: bool, port: int, d
     \b
     conveyor up --demo                        see jobs flow in seconds
     conveyor up --app http://localhost:8000   POST your queue's jobs to your app
+    (at HttpPath, / by default as on Elastic Beanstalk: add --http-path /tasks for another)
     """
     if demo == bool(app_url):
         raise click.UsageError("give exactly one of --app URL or --demo")
@@ -186,7 +187,8 @@ def _banner(server: ChildServer, queues: WorkerQueues, config: WorkerConfig, dem
     _say(f"  large payloads    {config.payload_endpoint_url}  (S3-compatible; `conveyor "
          "message send` offloads bodies too large for the queue there)")
     _say(f"  worker queue      {queues.queue_url}")
-    _say(f"  dead-letter queue {queues.dead_letter_url}  (after {config.max_retries} receives)")
+    _say(f"  dead-letter queue {queues.dead_letter_url}  "
+         f"(after {queues.max_receive_count} receives)")
     _say(f"  app               {config.post_url}{'  (bundled demo app)' if demo else ''}")
     if scale_status_url is not None:
         from conveyor.scale.status import DEFAULT_STATUS_URL
@@ -194,8 +196,12 @@ def _banner(server: ChildServer, queues: WorkerQueues, config: WorkerConfig, dem
         url_flag = "" if scale_status_url == DEFAULT_STATUS_URL else f" --url {scale_status_url}"
         _say(f"  autoscaling       conveyor scale status{url_flag}  "
              f"(metrics: {scale_status_url}/metrics)")
-    _say("  send a job:       aws sqs send-message --endpoint-url "
-         f"{server.url} --queue-url {queues.queue_url} --message-body '{{\"hello\": 1}}'")
+    _say(f"  send a job:       conveyor message send --endpoint-url {server.url} "
+         f"{queue_name_from_url(queues.queue_url)} '{{\"hello\": 1}}'")
+    # Any key signs for the local server; the AWS CLI only needs to find one and a region.
+    _say("    or the AWS CLI: AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local aws sqs "
+         f"send-message --region us-east-1 --endpoint-url {server.url} "
+         f"--queue-url {queues.queue_url} --message-body '{{\"hello\": 1}}'", dim=True)
     _say("  stop:             Ctrl-C (drains the worker, then stops the server)", dim=True)
 
 

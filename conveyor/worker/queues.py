@@ -40,21 +40,26 @@ async def create_worker_queues(sqs: SQSClient, name: str, *, max_retries: int,
     """Create (or reuse) `name` and its dead-letter queue with maxReceiveCount = MaxRetries;
     the dead-letter queue is `dead_letter` when given (one shared by several queues)."""
     fifo = {"FifoQueue": "true"} if name.endswith(".fifo") else {}
-    dlq_url = await sqs.create_queue(dead_letter or dead_letter_name(name),
+    dlq_url = await _create_or_reuse(sqs, dead_letter or dead_letter_name(name),
                                      {"MessageRetentionPeriod": str(DLQ_RETENTION_S), **fifo})
     dlq_arn = (await sqs.get_queue_attributes(dlq_url, ["QueueArn"]))["QueueArn"]
     redrive = orjson.dumps({"deadLetterTargetArn": dlq_arn,
                             "maxReceiveCount": max_retries}).decode()
     attributes = {"VisibilityTimeout": str(visibility_timeout_s),
                   "MessageRetentionPeriod": str(retention_period_s), **fifo}
+    url = await _create_or_reuse(sqs, name, {**attributes, "RedrivePolicy": redrive})
+    return await inspect_worker_queue(sqs, url, max_retries)
+
+
+async def _create_or_reuse(sqs: SQSClient, name: str, attributes: dict[str, str]) -> str:
+    """The URL of queue `name`, created with `attributes` unless it exists (with its own
+    attributes, which are kept: an operator may have tuned them)."""
     try:
-        url = await sqs.create_queue(name, {**attributes, "RedrivePolicy": redrive})
+        return await sqs.create_queue(name, attributes)
     except SQSError as exc:
         if not exc.matches("QueueAlreadyExists", "QueueNameExists"):
             raise
-        url = await sqs.get_queue_url(name)  # exists with other attributes: keep them
-        return await inspect_worker_queue(sqs, url, max_retries)
-    return WorkerQueues(url, dlq_url, max_retries)
+        return await sqs.get_queue_url(name)
 
 
 async def inspect_worker_queue(sqs: SQSClient, queue_url: str,

@@ -113,9 +113,10 @@ def test_messages_sent_received_and_redriven(cli: Any, sqs: Any) -> None:
 
 
 def test_errors_are_one_clear_line(cli: Any) -> None:
-    missing = cli("message", "send", unique("nope"), "x")
+    name = unique("nope")
+    missing = cli("message", "send", name, "x")
     assert missing.exit_code == 1
-    assert "Error: QueueDoesNotExist: The specified queue does not exist." in missing.output
+    assert f"Error: there is no queue named {name} at http://127.0.0.1:" in missing.output
     assert cli("queue", "create", "bad name!").exit_code == 1
     bad = cli("queue", "create", unique("cli"), "-a", "VisibilityTimeout")
     assert bad.exit_code == 2 and "expected NAME=VALUE" in bad.output
@@ -125,3 +126,24 @@ def test_errors_are_one_clear_line(cli: Any) -> None:
                                             "http://127.0.0.1:1"])
     assert unreachable.exit_code == 1
     assert "cannot reach http://127.0.0.1:1" in unreachable.output
+
+
+def test_errors_name_the_queue_they_are_about(cli: Any, server: ServerProcess) -> None:
+    """Issue 33: which queue does not exist, asked before any confirmation; a forgotten
+    message body explained in the CLI's terms, not as the wire's missing parameter."""
+    dlq = unique("nosuch-dlq")
+    created = cli("queue", "create", unique("q2"), "--dead-letter", dlq)
+    assert created.exit_code == 1 and f"no queue named {dlq}" in created.output
+
+    gone = unique("nosuch")
+    deleted = cli("queue", "delete", gone, stdin="y\n")
+    assert deleted.exit_code == 1 and f"no queue named {gone}" in deleted.output
+    assert "Delete" not in deleted.output  # not asked about a queue that is not there
+    by_url = cli("queue", "delete", f"{server.url}/000000000000/{gone}", stdin="y\n")
+    assert by_url.exit_code == 1 and "Delete" not in by_url.output
+    assert f"{gone}: QueueDoesNotExist" in by_url.output
+
+    queue = cli("queue", "create", unique("body")).output.strip()
+    empty = cli("message", "send", queue, stdin="")
+    assert empty.exit_code == 2 and "the message body is empty" in empty.output
+    assert "MissingRequiredParameter" not in empty.output

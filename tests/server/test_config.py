@@ -104,6 +104,11 @@ def test_start_problems_are_explained(tmp_path: Path) -> None:
     error = start_fails("--host", "0.0.0.0", "--data-dir", str(tmp_path / "b"))
     assert "without access keys" in error and "--allow-open" in error
 
+    # A malformed PostgreSQL URL: one line naming the option, not the driver's traceback
+    # (asyncpg parses the port itself; nothing is connected).
+    error = start_fails("--store", "postgresql://postgres@127.0.0.1:abc/test")
+    assert error.strip().count("\n") == 0 and "--store: not a valid PostgreSQL URL" in error
+
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()

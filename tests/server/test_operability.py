@@ -40,6 +40,18 @@ def test_health(server: ServerProcess) -> None:
     assert status == 200
 
 
+def test_a_plain_get_of_the_root_says_what_answers_where(server: ServerProcess) -> None:
+    """A browser goes to the console; anything else gets a short text. SQS's own answer to
+    a GET without an action (a signed one, or one with a query) is unchanged: see
+    test_aws_recorded.test_get_without_action and test_query_protocol.test_missing_action."""
+    status, content_type, body = _get(server.url + "/")
+    assert status == 200 and content_type.startswith("text/plain")
+    assert "/console" in body and "/metrics" in body
+    request = urllib.request.Request(server.url + "/", headers={"Accept": "text/html"})
+    with urllib.request.urlopen(request, timeout=10) as resp:  # follows the redirect
+        assert resp.url.startswith(server.url + "/console")
+
+
 def test_metrics_is_prometheus_text(server: ServerProcess) -> None:
     status, content_type, text = _get(server.url + "/metrics")
     assert status == 200

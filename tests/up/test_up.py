@@ -4,6 +4,7 @@ clearly when the app never answers, works from a directory holding a folder name
 
 from __future__ import annotations
 
+import json
 import os
 import queue
 import re
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import RecordingApp, free_port, sqs_client
+from tests.support import RecordingApp, ServerProcess, free_port, sqs_client
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -179,3 +180,47 @@ def test_up_stopped_while_it_waits_for_the_app_stops_its_server(tmp_path: Path, 
         up.kill()
     assert "conveyor up: stopped." in up.output and "Traceback" not in up.output
     assert _refuses(port)
+
+
+def _no_aws_config_env(home: Path) -> dict[str, str]:
+    """A newcomer's shell: no AWS configuration anywhere, this checkout's venv on PATH."""
+    env = {k: v for k, v in child_env().items() if not k.startswith("AWS_") or k == "AWS_CA_BUNDLE"}
+    return {**env, "HOME": str(home), "PATH": f"{Path(sys.executable).parent}:{env['PATH']}"}
+
+
+def test_the_banners_send_commands_work_as_printed_without_aws_configuration(
+        tmp_path: Path) -> None:
+    """Both printed ways of sending a job work on a machine with no AWS region or
+    credentials configured, and the dead-letter line gives the queue's own
+    maxReceiveCount (its RedrivePolicy), not the worker's MaxRetries."""
+    port, app_port = free_port(), free_port()
+    # The worker queue exists already, its redrive policy saying 7 (MaxRetries will say 4).
+    server = ServerProcess(tmp_path / "conveyor-data", port=port).start()
+    try:
+        sqs = sqs_client(server.url)
+        dlq = sqs.create_queue(QueueName="worker-queue-dead-letter")["QueueUrl"]
+        arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])
+        sqs.create_queue(QueueName="worker-queue", Attributes={"RedrivePolicy": json.dumps(
+            {"deadLetterTargetArn": arn["Attributes"]["QueueArn"], "maxReceiveCount": 7})})
+    finally:
+        server.stop()
+    app = RecordingApp(app_port)
+    home = tmp_path / "home"
+    home.mkdir()
+    up = Up(tmp_path, "--app", f"http://127.0.0.1:{app_port}", "--port", str(port),
+            "--max-retries", "4", "--poll-wait-time", "1")
+    try:
+        up.wait_for(r"conveyor up: ready")
+        assert up.wait_for(r"dead-letter queue .*\(after (\d+) receives\)")[1] == "7"
+        conveyor_send = up.wait_for(r"send a job:\s+(conveyor message send .*)$")[1]
+        aws_send = up.wait_for(r"or the AWS CLI: (.*)$")[1]
+        for n, command in enumerate((conveyor_send, aws_send)):
+            body = f'{{"banner": {n}}}'
+            command = command.replace("'{\"hello\": 1}'", f"'{body}'")
+            done = subprocess.run(command, shell=True, env=_no_aws_config_env(home),
+                                  capture_output=True, text=True, timeout=60)
+            assert done.returncode == 0, f"{command}\n{done.stdout}{done.stderr}"
+            app.wait_for_post(body.encode())
+    finally:
+        up.kill()
+        app.close()
