@@ -48,7 +48,7 @@ import orjson
 
 from conveyor.client import Message
 from conveyor.worker import telemetry
-from conveyor.worker.delivery import USER_AGENT, Deliverer, Outcome
+from conveyor.worker.delivery import ANSWER_HEAD_BYTES, USER_AGENT, Deliverer, Outcome
 from conveyor.worker.trace_context import trace_headers
 
 log = logging.getLogger(__name__)
@@ -257,9 +257,11 @@ class BatchPoster:
         except InvalidAnswer as exc:
             log.warning("batch failed whole, the app's answer is not a partial batch response "
                         "(%s): queue=%s messages=%d", exc, self._queue_name, len(messages))
-            invalid = Outcome(False, INVALID_ANSWER, whole.elapsed_s, detail=str(exc))
+            invalid = Outcome(False, INVALID_ANSWER, whole.elapsed_s, detail=str(exc),
+                              answer_head=body[:ANSWER_HEAD_BYTES])
             return [invalid] * len(messages)
         item_failed = Outcome(False, ITEM_FAILED, whole.elapsed_s,
-                              detail="listed in batchItemFailures")
+                              detail="listed in batchItemFailures",
+                              answer_head=body[:ANSWER_HEAD_BYTES])
         return [item_failed if message.message_id in failed else whole
                 for message in messages]

@@ -8,6 +8,7 @@ from urllib.parse import urlsplit
 
 from conveyor import __version__
 from conveyor.client import Message
+from conveyor.client.attempts import ANSWER_HEAD_BYTES as ATTEMPT_ANSWER_BYTES
 from conveyor.clock import Clock
 from conveyor.cron.jobs import ATTR_PREFIX, ScheduledJob
 from conveyor.worker import telemetry
@@ -30,6 +31,9 @@ _ATTR_TYPES = ("String", "Number")
 _RETRY_AFTER_STATUSES = (429, 503)
 # A health check that takes longer than this is a failed one.
 HEALTH_TIMEOUT_S = 5.0
+# Of a failure's answer, this much is kept: what the server keeps with the message's
+# attempts (conveyor.client.attempts), and what the log line of a failed attempt shows.
+ANSWER_HEAD_BYTES = ATTEMPT_ANSWER_BYTES
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +45,7 @@ class Outcome:
     elapsed_s: float
     retry_after_s: int | None = None
     detail: str = ""
+    answer_head: bytes = b""  # a failure's answer: its first ANSWER_HEAD_BYTES (attempts.py)
 
 
 def sqsd_headers(message: Message, queue_name: str, mime_type: str) -> dict[str, str]:
@@ -126,7 +131,8 @@ class Deliverer:
         with telemetry.span("POST", "CLIENT", attributes, parent=trace) as span:
             if span is not None:
                 telemetry.inject(headers)
-            outcome, _answer = await self.post(path, headers, body)
+            outcome, _answer = await self.post(path, headers, body,
+                                               keep_body_bytes=ANSWER_HEAD_BYTES)
             if span is not None:
                 telemetry.http_outcome(span, outcome.status, outcome.ok, outcome.detail)
         return outcome
@@ -179,5 +185,6 @@ class Deliverer:
         if status in _RETRY_AFTER_STATUSES:
             retry_after = parse_retry_after(response.headers.get("retry-after"),
                                             self._clock.now_ms() / 1000)
-        return Outcome(ok, str(status), elapsed_s, retry_after)
+        return Outcome(ok, str(status), elapsed_s, retry_after,
+                       answer_head=b"" if ok else response.body[:ANSWER_HEAD_BYTES])
 
