@@ -7,13 +7,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import boto3
 import pytest
 
-from tests.server.conftest import QueueFactory
+from tests.server.conftest import Launcher, QueueFactory
 from tests.server.helpers import RawClient, assert_json_error
 from tests.server.test_console_actions import botocore_enum
 from tests.server.test_workers_api import workers_call
-from tests.support import ServerProcess
+from tests.support import ServerProcess, sqs_client
 
 
 def record(raw: RawClient, queue_url: str, *entries: dict[str, Any]) -> dict[str, Any]:
@@ -96,17 +97,44 @@ def test_only_the_last_attempts_are_kept(raw: RawClient, sqs: Any, make_queue: Q
     assert [a["At"] for a in attempts(raw, url, message_id)] == list(range(4, 14))
 
 
-def test_attempts_survive_a_restart(private_server: ServerProcess, make_queue: Any) -> None:
-    from tests.support import sqs_client
-
+def test_recorded_attempts_survive_kill_9(private_server: ServerProcess) -> None:
+    """An acknowledged record is durable: on the embedded store a standard queue's fresh
+    message lives in the journal, so the record is replayed from it."""
     sqs, raw = sqs_client(private_server.url), RawClient(private_server.url)
     url = sqs.create_queue(QueueName="att-restart")["QueueUrl"]
     message_id = sqs.send_message(QueueUrl=url, MessageBody="x")["MessageId"]
     got = receive_one(sqs, url, VisibilityTimeout=60)
     assert got is not None
     record(raw, url, entry(got["ReceiptHandle"], 5))
-    private_server.restart()
+    private_server.kill()
+    private_server.start()
     assert [a["At"] for a in attempts(raw, url, message_id)] == [5]
+
+
+def test_a_limited_key_reads_and_records_only_its_queues(launch: Launcher, tmp_path: Any
+                                                         ) -> None:
+    """Both calls name their queue (QueueUrl): a key limited to queues acts on those only."""
+    config = tmp_path / "conveyor.yaml"
+    config.write_text("access_keys:\n  AKIDADMIN: admin-secret\n"
+                      "  AKIDORDERS: {secret: orders-secret, queues: [\"orders-*\"]}\n")
+    server = launch("--mode", "relaxed", "--config", str(config))
+    admin = boto3.client("sqs", endpoint_url=server.url, region_name="us-east-1",
+                         aws_access_key_id="AKIDADMIN", aws_secret_access_key="admin-secret")
+    orders = RawClient(server.url, access_key="AKIDORDERS", secret_key="orders-secret")
+    for name, allowed in (("orders-att", True), ("billing-att", False)):
+        url = admin.create_queue(QueueName=name)["QueueUrl"]
+        message_id = admin.send_message(QueueUrl=url, MessageBody="x")["MessageId"]
+        handle = admin.receive_message(QueueUrl=url)["Messages"][0]["ReceiptHandle"]
+        recorded = workers_call(orders, "RecordAttempts",
+                                {"QueueUrl": url, "Entries": [entry(handle, 1)]})
+        read = workers_call(orders, "GetMessageAttempts",
+                            {"QueueUrl": url, "MessageId": message_id})
+        if allowed:
+            assert (recorded.status, read.status) == (200, 200)
+            assert [a["At"] for a in read.json()["Attempts"]] == [1]
+        else:
+            assert_json_error(recorded, "AccessDenied", status=403)
+            assert_json_error(read, "AccessDenied", status=403)
 
 
 def test_a_handle_whose_message_is_gone_or_unreceived_is_refused_per_entry(
