@@ -222,3 +222,24 @@ def test_the_calls_are_not_part_of_the_sqs_api(raw: RawClient, make_queue: Queue
                                    {"QueueUrl": url, "MessageId": "m"}, prefix="AmazonSQS."))
     resp = raw.query({"Action": "GetMessageAttempts", "QueueUrl": url, "MessageId": "m"})
     assert resp.status == 400 and b"Traceback" not in resp.body
+
+
+def test_the_console_shows_a_dead_letters_attempts(server: ServerProcess, raw: RawClient,
+                                                   sqs: Any, make_queue: QueueFactory) -> None:
+    from tests.server.helpers import Browser, queue_name_of
+
+    dlq = make_queue(prefix="att-con-dlq")
+    source = make_queue(prefix="att-con", RedrivePolicy=json.dumps(
+        {"deadLetterTargetArn": make_queue.arn_of(dlq), "maxReceiveCount": 1}))
+    message_id = sqs.send_message(QueueUrl=source, MessageBody="poison")["MessageId"]
+    got = receive_one(sqs, source, VisibilityTimeout=0)
+    assert got is not None
+    record(raw, source, entry(got["ReceiptHandle"], 1_796_000_000_123,
+                              AnswerHead="<b>ZeroDivisionError</b>", WorkerId="host:1:w"))
+    assert receive_one(sqs, source) is None  # moved
+    page = Browser(server.url).get(
+        f"/console/queues/us-east-1/{queue_name_of(dlq)}/messages/{message_id}").text
+    section = page.split("<h2>Failed attempts</h2>", 1)[1]
+    assert "http-500 (HTTP 500)" in section and "host:1:w" in section
+    assert "&lt;b&gt;ZeroDivisionError&lt;/b&gt;" in section  # escaped, never markup
+    assert 'datetime="2026-11-30 00:53:20 UTC"' in section
