@@ -396,13 +396,6 @@ class JournaledStore(SqliteStore):
                 return messages[seq]
         return None
 
-    async def find_message(self, queue: QueueRecord, message_id: str,
-                           scan_limit: int) -> StoredMessage | None:
-        for pending in self._pending.get(queue.id, {}).values():
-            if pending.message.message_id == message_id:
-                return _copy(pending.message)
-        return await super().find_message(queue, message_id, scan_limit)
-
     async def tally(self, queue: QueueRecord, now_ms: int, cutoff_ms: int) -> Tally:
         tally = await super().tally(queue, now_ms, cutoff_ms)
         for pending in self._pending.get(queue.id, {}).values():
@@ -445,6 +438,11 @@ class JournaledStore(SqliteStore):
                    cutoff_ms: int) -> list[tuple[StoredMessage, int]]:
         await self._checkpoint()
         return await super().peek(queue, limit, cutoff_ms)
+
+    async def find_message(self, queue: QueueRecord, message_id: str,
+                           scan_limit: int) -> StoredMessage | None:
+        await self._checkpoint()  # rare (an operator's look): the oldest are then in SQLite
+        return await super().find_message(queue, message_id, scan_limit)
 
     async def drop(self, queue: QueueRecord, seqs: list[int]) -> list[int]:
         await self._checkpoint()  # rare (an operator's click): SQLite then holds them all
