@@ -809,8 +809,8 @@ class PostgresStore:
     async def amend(self, seqs: list[int]) -> AsyncIterator[_Amend]:
         async with self._tx() as db:
             rows = await db.fetch("SELECT seq, queue_id, receipt, dlq_source_arn, system FROM"
-                                  " conveyor_messages WHERE seq = ANY($1::bigint[]) FOR UPDATE",
-                                  seqs)
+                                  " conveyor_messages WHERE seq = ANY($1::bigint[]) ORDER BY seq"
+                                  " FOR UPDATE", seqs)  # in one order: no deadlock
             yield _Amend(db, {r[0]: Annotated(r[1], r[2], r[3], r[4]) for r in rows})
 
     async def find_message(self, queue: QueueRecord, message_id: str,
