@@ -47,8 +47,9 @@ from urllib.parse import urlsplit
 import orjson
 
 from conveyor.client import Message
+from conveyor.client.attempts import ANSWER_HEAD_BYTES
 from conveyor.worker import telemetry
-from conveyor.worker.delivery import ANSWER_HEAD_BYTES, USER_AGENT, Deliverer, Outcome
+from conveyor.worker.delivery import USER_AGENT, Deliverer, Outcome
 from conveyor.worker.trace_context import trace_headers
 
 log = logging.getLogger(__name__)

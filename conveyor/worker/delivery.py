@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 
 from conveyor import __version__
 from conveyor.client import Message
-from conveyor.client.attempts import ANSWER_HEAD_BYTES as ATTEMPT_ANSWER_BYTES
+from conveyor.client.attempts import ANSWER_HEAD_BYTES
 from conveyor.clock import Clock
 from conveyor.cron.jobs import ATTR_PREFIX, ScheduledJob
 from conveyor.worker import telemetry
@@ -31,9 +31,6 @@ _ATTR_TYPES = ("String", "Number")
 _RETRY_AFTER_STATUSES = (429, 503)
 # A health check that takes longer than this is a failed one.
 HEALTH_TIMEOUT_S = 5.0
-# Of a failure's answer, this much is kept: what the server keeps with the message's
-# attempts (conveyor.client.attempts), and what the log line of a failed attempt shows.
-ANSWER_HEAD_BYTES = ATTEMPT_ANSWER_BYTES
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +42,9 @@ class Outcome:
     elapsed_s: float
     retry_after_s: int | None = None
     detail: str = ""
-    answer_head: bytes = b""  # a failure's answer: its first ANSWER_HEAD_BYTES (attempts.py)
+    # A failure's answer, its first ANSWER_HEAD_BYTES: what the server keeps with the
+    # message's attempts and the failed attempt's log line shows (worker/attempts.py).
+    answer_head: bytes = b""
 
 
 def sqsd_headers(message: Message, queue_name: str, mime_type: str) -> dict[str, str]:
