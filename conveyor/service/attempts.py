@@ -60,6 +60,8 @@ class AttemptActions(ServiceBase):
     async def record_attempts(self, ctx: RequestContext, req: Request) -> dict[str, Any]:
         queue = await self.queue(ctx, _url(req))
         entries = req.get("Entries")
+        if entries is None:
+            raise MissingParameter("The request must contain the parameter Entries.")
         if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
             raise InvalidParameterValue(f"Entries must be a list of {ENTRY_NAME} objects.")
         if any(not isinstance(e.get("Id", ""), str) for e in entries):

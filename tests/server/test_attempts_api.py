@@ -193,7 +193,7 @@ def test_bad_requests_get_sqs_errors(raw: RawClient, make_queue: QueueFactory) -
          "AWS.SimpleQueueService.NonExistentQueue"),
         ("RecordAttempts", {"QueueUrl": url, "Entries": "x"}, "InvalidParameterValue"),
         ("RecordAttempts", {"QueueUrl": url, "Entries": [1]}, "InvalidParameterValue"),
-        ("RecordAttempts", {"QueueUrl": url}, "InvalidParameterValue"),
+        ("RecordAttempts", {"QueueUrl": url}, "MissingParameter"),
         ("RecordAttempts", {"QueueUrl": url, "Entries": []},
          "AWS.SimpleQueueService.EmptyBatchRequest"),
         ("RecordAttempts", {"QueueUrl": url, "Entries": [entry(handle, 1, str(i))
