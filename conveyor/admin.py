@@ -20,6 +20,7 @@ import click
 from click.core import ParameterSource
 
 from conveyor._click import HTTP_URL
+from conveyor.client.attempts import Attempt
 from conveyor.client.client import SQSClient, endpoint_from_queue_url
 from conveyor.client.errors import SQSError, SQSTransportError
 from conveyor.client.partitions import (
@@ -459,6 +460,40 @@ def receive(target: Target, queue: str, max_messages: int, wait: int, delete: bo
             click.echo(m.body)
     if not messages and not as_json:
         click.echo(f"no messages (waited {time.monotonic() - started:.0f} s)", err=True)
+
+
+@message_group.command("attempts")
+@click.argument("queue")
+@click.argument("message_id")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON, one object per attempt.")
+@_target
+def attempts(target: Target, queue: str, message_id: str, as_json: bool) -> None:
+    """The failed delivery attempts a Conveyor server keeps with message MESSAGE_ID of QUEUE,
+    oldest first: when, why (http-500, refused, timeout...), by which worker, and the start
+    of the app's answer. A dead letter keeps those of its source queue: why it died."""
+    async def work(sqs: SQSClient) -> list[Attempt]:
+        return await sqs.message_attempts(await queue_url(sqs, queue), message_id)
+
+    found = target.run(work, queue=queue)
+    if as_json:
+        for attempt in found:
+            click.echo(json.dumps(attempt.to_wire(), ensure_ascii=False))
+        return
+    if not found:
+        click.echo(f"no failed attempts recorded for {message_id}", err=True)
+        return
+    for number, attempt in enumerate(found, 1):
+        click.echo(_attempt_line(number, attempt))
+        for line in attempt.answer_head.splitlines():
+            click.echo(f"    {line}")
+
+
+def _attempt_line(number: int, attempt: Attempt) -> str:
+    """`#1  2026-11-29 06:50:01.123 UTC  http-500 (HTTP 500)  worker host:42:ab12cd34`."""
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(attempt.at_ms / 1000))
+    why = attempt.reason + (f" (HTTP {attempt.status})" if attempt.status is not None else "")
+    by = f"  worker {attempt.worker_id}" if attempt.worker_id else ""
+    return f"#{number}  {when}.{attempt.at_ms % 1000:03d} UTC  {why}{by}"
 
 
 def register(main: click.Group) -> None:

@@ -20,6 +20,7 @@ import botocore.session
 import orjson
 
 from conveyor.client._signing import Signer, resolve_credentials
+from conveyor.client.attempts import Attempt
 from conveyor.client.errors import SQSError, SQSTransportError
 from conveyor.client.messages import BatchResult, Message
 
@@ -30,6 +31,7 @@ CallObserver = Callable[[str, str, float], None]
 _AMZ_HOST = re.compile(r"^sqs[.-]([a-z0-9-]+)\.amazonaws\.com")
 _DEFAULT_REGION = "us-east-1"
 SQS_TARGET_PREFIX = "AmazonSQS."
+WORKERS_TARGET_PREFIX = "ConveyorWorkers."  # Conveyor's own calls (not on Amazon SQS)
 # Long polls may legitimately take WaitTimeSeconds; allow this much on top.
 _LONG_POLL_MARGIN_S = 10.0
 
@@ -277,6 +279,26 @@ class SQSClient:
         answer = await self.call("ChangeMessageVisibilityBatch",
                                  {"QueueUrl": queue_url, "Entries": wire})
         return BatchResult.from_wire(answer)
+
+    # -- Conveyor's own: failed attempts kept with their messages -------------------------
+
+    async def record_attempts(self, queue_url: str,
+                              entries: Sequence[tuple[str, str, Attempt]]) -> BatchResult:
+        """ConveyorWorkers.RecordAttempts over (entry id, receipt handle, attempt), at most
+        10. An endpoint that is not Conveyor refuses it (SQSError)."""
+        wire = [{"Id": entry_id, "ReceiptHandle": receipt, **attempt.to_wire()}
+                for entry_id, receipt, attempt in entries]
+        answer = await self.call("RecordAttempts", {"QueueUrl": queue_url, "Entries": wire},
+                                 target_prefix=WORKERS_TARGET_PREFIX)
+        return BatchResult.from_wire(answer)
+
+    async def message_attempts(self, queue_url: str, message_id: str) -> list[Attempt]:
+        """ConveyorWorkers.GetMessageAttempts: a message's recorded failed attempts, oldest
+        first."""
+        answer = await self.call("GetMessageAttempts",
+                                 {"QueueUrl": queue_url, "MessageId": message_id},
+                                 target_prefix=WORKERS_TARGET_PREFIX)
+        return [Attempt.from_wire(raw) for raw in answer.get("Attempts") or []]
 
 
 def _decode(action: str, endpoint: str, status: int, headers: Any, raw: bytes) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from conveyor.service import (
     Service,
     StoreError,
     StoreUnavailable,
+    attempts,
     leases,
     polls,
     workers,
@@ -44,7 +45,8 @@ log = logging.getLogger("conveyor.server")
 
 # Conveyor's own APIs beside SQS on the same port and protocol: target prefix -> actions.
 EXTENSIONS = {leases.TARGET_PREFIX: frozenset(leases.ACTIONS),
-              workers.TARGET_PREFIX: frozenset(workers.ACTIONS + polls.ACTIONS)}
+              workers.TARGET_PREFIX: frozenset(workers.ACTIONS + polls.ACTIONS
+                                               + attempts.ACTIONS)}
 
 EXPIRE_EVERY_S = 5.0
 MOVE_EVERY_S = 0.2

@@ -6,6 +6,7 @@ import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from conveyor.service.attempts import AttemptActions
 from conveyor.service.context import RequestContext
 from conveyor.service.leases import LeaseActions
 from conveyor.service.messages import MessageActions, ReceivePlan
@@ -25,7 +26,8 @@ __all__ = ["Counts", "QueueRecord", "ReceivePlan", "RequestContext", "Service", 
            "StoreUnavailable", "StoredMessage"]
 
 
-class Service(QueueActions, MessageActions, RedriveActions, LeaseActions, WorkerActions):
+class Service(QueueActions, MessageActions, RedriveActions, LeaseActions, WorkerActions,
+              AttemptActions):
     """The SQS API over a store. `action(name)` finds the method for a wire action."""
 
     def action(self, name: str) -> Action:

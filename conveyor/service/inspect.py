@@ -6,6 +6,7 @@ from typing import Any
 
 import orjson
 
+from conveyor.service.attempts import attempts_of
 from conveyor.service.messages import _decode_attributes, _system_attributes
 from conveyor.service.rules import DIED
 from conveyor.store.base import QueueRecord, StoredMessage
@@ -28,3 +29,9 @@ def death(message: StoredMessage) -> dict[str, Any] | None:
         return None
     found = orjson.loads(message.system).get(DIED)
     return found if isinstance(found, dict) else None
+
+
+def attempts(message: StoredMessage) -> list[dict[str, Any]]:
+    """The failed delivery attempts workers recorded with it (service/attempts.py), oldest
+    first: At (ms), Reason, and Status, AnswerHead, WorkerId when known."""
+    return attempts_of(message.system)

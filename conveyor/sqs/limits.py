@@ -38,6 +38,17 @@ class Limits:
     deleted_name_cooldown_s: int = 60  # QueueDeletedRecently
     purge_cooldown_s: int = 60  # PurgeQueueInProgress
     max_move_rate: int = 500  # StartMessageMoveTask MaxNumberOfMessagesPerSecond
+    # Conveyor's own, no SQS counterpart: a message's failed delivery attempts, as workers
+    # record them (service/attempts.py). The last 10 cover a whole life under Elastic
+    # Beanstalk's default MaxRetries (10), so a dead letter shows every failure that killed
+    # it, while its row grows by at most ~10 x 0.7 KB.
+    max_attempts_kept: int = 10
+    max_attempt_answer_bytes: int = 512  # of the app's answer: enough for an error's text
+    max_attempt_reason_chars: int = 64  # `http-500`, `refused`, `payload-unavailable`...
+    # GetMessageAttempts looks for a message among its queue's oldest this many, as the
+    # console finds one: a bound on what a read costs, since no index is kept by message id
+    # (every send would pay for one).
+    attempts_scan_messages: int = 100_000
 
 
 STRICT = Limits()

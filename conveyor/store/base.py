@@ -169,6 +169,26 @@ class Held(Protocol):
         """Make each (seq, visible_at) so, for held messages the service chose."""
 
 
+@dataclass(slots=True)
+class Annotated:
+    """Where a message is and what it carries, for a change of its system attributes."""
+
+    queue_id: int
+    receipt: str | None  # its latest receive's token; None when not received there
+    dlq_source_arn: str | None  # set when dead-lettered: the queue it came from
+    system: str | None  # its system attributes JSON
+
+
+class Amending(Protocol):
+    """Messages locked for a change of their system attributes JSON: `found` maps each seq
+    that exists, in whatever queue it is now, to where it is and what it carries."""
+
+    found: dict[int, Annotated]
+
+    async def set_system(self, changes: list[tuple[int, str]]) -> None:
+        """Make each (seq, system attributes JSON) so, for messages the service chose."""
+
+
 @dataclass
 class MoveTaskRecord:
     handle: str
@@ -262,6 +282,15 @@ class Store(Protocol):
         ...
     def hold(self, queue: QueueRecord, seqs: list[int]) -> AbstractAsyncContextManager[Held]:
         """Lock the queue's messages of these seqs for a change of visibility."""
+        ...
+    def amend(self, seqs: list[int]) -> AbstractAsyncContextManager[Amending]:
+        """Lock the messages of these seqs, in any queue, for a change of their system
+        attributes JSON (the worker's attempt records travel with a dead letter)."""
+        ...
+    async def find_message(self, queue: QueueRecord, message_id: str,
+                           scan_limit: int) -> StoredMessage | None:
+        """The queue's message of this id among its `scan_limit` oldest (by sent_ms), in
+        any state; None if not there."""
         ...
     async def purge(self, queue: QueueRecord, now_ms: int) -> None:
         """Delete the messages sent up to `now_ms` and forget the queue's deduplication

@@ -38,6 +38,7 @@ import orjson
 from conveyor.store.base import (
     OK,
     STALE,
+    Annotated,
     Handle,
     NewMessage,
     Picking,
@@ -158,6 +159,9 @@ class JournaledStore(SqliteStore):
             self._pending.setdefault(record[3], {})[message.seq] = held
         elif kind == "q":  # queue deleted: queue id
             self._held -= len(self._pending.pop(record[1], {}))
+        elif kind == "a":  # system attributes amended: [queue id, seq, system JSON] triples
+            for queue_id, seq, system in record[1]:
+                self._pending[queue_id][seq].message.system = system
 
     def _record(self, records: list[list[Any]]) -> None:
         """Journal the records, then apply them."""
@@ -381,6 +385,17 @@ class JournaledStore(SqliteStore):
     def hold(self, queue: QueueRecord, seqs: list[int]) -> Any:
         return _JournalHold(self, queue, seqs)
 
+    def amend(self, seqs: list[int]) -> Any:
+        return _JournalAmend(self, seqs)
+
+    def _held_anywhere(self, seq: int) -> _Pending | None:
+        """The message of this seq if memory holds it, in whatever queue (a dead letter
+        moved from memory stays there, under its dead-letter queue)."""
+        for messages in self._pending.values():
+            if seq in messages:
+                return messages[seq]
+        return None
+
     async def tally(self, queue: QueueRecord, now_ms: int, cutoff_ms: int) -> Tally:
         tally = await super().tally(queue, now_ms, cutoff_ms)
         for pending in self._pending.get(queue.id, {}).values():
@@ -423,6 +438,11 @@ class JournaledStore(SqliteStore):
                    cutoff_ms: int) -> list[tuple[StoredMessage, int]]:
         await self._checkpoint()
         return await super().peek(queue, limit, cutoff_ms)
+
+    async def find_message(self, queue: QueueRecord, message_id: str,
+                           scan_limit: int) -> StoredMessage | None:
+        await self._checkpoint()  # rare (an operator's look): the oldest are then in SQLite
+        return await super().find_message(queue, message_id, scan_limit)
 
     async def drop(self, queue: QueueRecord, seqs: list[int]) -> list[int]:
         await self._checkpoint()  # rare (an operator's click): SQLite then holds them all
@@ -525,6 +545,44 @@ class _JournalHold:
         if stored:
             await self.inner.set_visible_at(stored)
             self.store._sqlite_idle_until.pop(self.queue.id, None)  # visible sooner, maybe
+
+    async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                        tb: object) -> None:
+        if self.inner is not None:
+            await self.inner.__aexit__(kind, error, tb)
+
+
+class _JournalAmend:
+    """Messages for a change of system attributes: those in memory, and SQLite's."""
+
+    __slots__ = ("store", "seqs", "inner", "found", "_held")
+
+    def __init__(self, store: JournaledStore, seqs: list[int]) -> None:
+        self.store, self.seqs = store, seqs
+        self.inner: Any = None
+
+    async def __aenter__(self) -> _JournalAmend:
+        self._held = {seq: held for seq in self.seqs
+                      if (held := self.store._held_anywhere(seq)) is not None}
+        self.found = {seq: Annotated(held.queue_id, held.message.receipt,
+                                     held.message.dlq_source_arn, held.message.system)
+                      for seq, held in self._held.items()}
+        elsewhere = [seq for seq in self.seqs if seq not in self._held]
+        if elsewhere:
+            self.inner = SqliteStore.amend(self.store, elsewhere)
+            await self.inner.__aenter__()
+            self.found.update(self.inner.found)
+        return self
+
+    async def set_system(self, changes: list[tuple[int, str]]) -> None:
+        # Read and written with no await between (one event loop), so still where found.
+        mine = [[self._held[seq].queue_id, seq, system] for seq, system in changes
+                if seq in self._held]
+        if mine:
+            self.store._record([["a", mine]])
+        stored = [(seq, system) for seq, system in changes if seq not in self._held]
+        if stored:
+            await self.inner.set_system(stored)
 
     async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
                         tb: object) -> None:

@@ -33,6 +33,7 @@ from conveyor.store._coalesce import Coalescer
 from conveyor.store.base import (
     OK,
     STALE,
+    Annotated,
     Handle,
     LeaseRecord,
     MoveTaskRecord,
@@ -814,6 +815,24 @@ class PostgresStore:
                                   seqs, queue.id)
             yield _Held(db, {r[0]: (r[1], r[2]) for r in rows})
 
+    @contextlib.asynccontextmanager
+    async def amend(self, seqs: list[int]) -> AsyncIterator[_Amend]:
+        async with self._tx() as db:
+            rows = await db.fetch("SELECT seq, queue_id, receipt, dlq_source_arn, system FROM"
+                                  " conveyor_messages WHERE seq = ANY($1::bigint[]) ORDER BY seq"
+                                  " FOR UPDATE", seqs)  # in one order: no deadlock
+            yield _Amend(db, {r[0]: Annotated(r[1], r[2], r[3], r[4]) for r in rows})
+
+    async def find_message(self, queue: QueueRecord, message_id: str,
+                           scan_limit: int) -> StoredMessage | None:
+        async with self._conn() as db:
+            row = await db.fetchrow(
+                f"SELECT {_COLUMNS} FROM conveyor_messages WHERE seq = (SELECT seq FROM"
+                " (SELECT seq, message_id FROM conveyor_messages WHERE queue_id=$1"
+                " ORDER BY sent_ms LIMIT $2) s WHERE s.message_id=$3 LIMIT 1)",
+                queue.id, scan_limit, message_id)
+        return StoredMessage(*row) if row is not None else None
+
     async def purge(self, queue: QueueRecord, now_ms: int) -> None:
         async with self._tx() as db:
             await db.execute("DELETE FROM conveyor_messages WHERE queue_id=$1 AND sent_ms<=$2",
@@ -1025,6 +1044,19 @@ class _Held:
             "UPDATE conveyor_messages m SET visible_at=c.visible_at FROM unnest($1::bigint[],"
             " $2::bigint[]) AS c(seq, visible_at) WHERE m.seq=c.seq",
             [seq for seq, _ in changes], [at for _, at in changes])
+
+
+class _Amend:
+    __slots__ = ("db", "found")
+
+    def __init__(self, db: asyncpg.Connection, found: dict[int, Annotated]) -> None:
+        self.db, self.found = db, found
+
+    async def set_system(self, changes: list[tuple[int, str]]) -> None:
+        await self.db.execute(
+            "UPDATE conveyor_messages m SET system=c.system FROM unnest($1::bigint[],"
+            " $2::text[]) AS c(seq, system) WHERE m.seq=c.seq",
+            [seq for seq, _ in changes], [system for _, system in changes])
 
 
 _LEASE_COLUMNS = "name, holder, version, expires_ms, data"

@@ -39,6 +39,7 @@ import orjson
 from conveyor.store.base import (
     OK,
     STALE,
+    Annotated,
     Handle,
     LeaseRecord,
     MoveTaskRecord,
@@ -627,6 +628,26 @@ class SqliteStore:
                 found[seq] = (row[0], row[1])
         return found
 
+    def amend(self, seqs: list[int]) -> _Amend:
+        return _Amend(self, seqs)
+
+    def _amendable_now(self, db: apsw.Connection, seqs: list[int]) -> dict[int, Annotated]:
+        if not seqs:
+            return {}
+        rows = db.execute("SELECT seq, queue_id, receipt, dlq_source_arn, system FROM messages"
+                          f" WHERE seq IN ({','.join('?' * len(seqs))})", seqs)
+        return {row[0]: Annotated(*row[1:]) for row in rows}
+
+    async def find_message(self, queue: QueueRecord, message_id: str,
+                           scan_limit: int) -> StoredMessage | None:
+        # The seqs off the sent index, then their rows: message_id is read before the body,
+        # so a large body's overflow pages are read for the match only.
+        row = self.db.execute(
+            f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE seq IN (SELECT seq FROM messages"
+            " WHERE queue_id=? ORDER BY sent_ms LIMIT ?) AND message_id=?",
+            (queue.id, scan_limit, message_id)).fetchone()
+        return StoredMessage(*row) if row is not None else None
+
     async def purge(self, queue: QueueRecord, now_ms: int) -> None:
         # The purge time is committed first: should the server stop half-way, the
         # retention sweep deletes the rest (see `expire`).
@@ -971,6 +992,34 @@ class _Hold:
         with _translated():
             self.db.executemany("UPDATE messages SET visible_at=? WHERE seq=?",
                                 [(visible_at, seq) for seq, visible_at in changes])
+
+    async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                        tb: object) -> None:
+        await self.change.__aexit__(kind, error, tb)
+
+
+class _Amend:
+    """`async with store.amend(seqs) as amending`: like _Hold, for system attributes."""
+
+    __slots__ = ("store", "seqs", "change", "db", "found")
+
+    def __init__(self, store: SqliteStore, seqs: list[int]) -> None:
+        self.store, self.seqs = store, seqs
+        self.change = _Change(store)
+
+    async def __aenter__(self) -> _Amend:
+        self.db = await self.change.__aenter__()
+        try:
+            self.found = self.store._amendable_now(self.db, self.seqs)
+        except BaseException as exc:
+            await self.change.__aexit__(type(exc), exc, exc.__traceback__)
+            raise
+        return self
+
+    async def set_system(self, changes: list[tuple[int, str]]) -> None:
+        with _translated():
+            self.db.executemany("UPDATE messages SET system=? WHERE seq=?",
+                                [(system, seq) for seq, system in changes])
 
     async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
                         tb: object) -> None:

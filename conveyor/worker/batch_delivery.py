@@ -47,6 +47,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from conveyor.client import Message
+from conveyor.client.attempts import ANSWER_HEAD_BYTES
 from conveyor.worker import telemetry
 from conveyor.worker.delivery import USER_AGENT, Deliverer, Outcome
 from conveyor.worker.trace_context import trace_headers
@@ -257,9 +258,11 @@ class BatchPoster:
         except InvalidAnswer as exc:
             log.warning("batch failed whole, the app's answer is not a partial batch response "
                         "(%s): queue=%s messages=%d", exc, self._queue_name, len(messages))
-            invalid = Outcome(False, INVALID_ANSWER, whole.elapsed_s, detail=str(exc))
+            invalid = Outcome(False, INVALID_ANSWER, whole.elapsed_s, detail=str(exc),
+                              answer_head=body[:ANSWER_HEAD_BYTES])
             return [invalid] * len(messages)
         item_failed = Outcome(False, ITEM_FAILED, whole.elapsed_s,
-                              detail="listed in batchItemFailures")
+                              detail="listed in batchItemFailures",
+                              answer_head=body[:ANSWER_HEAD_BYTES])
         return [item_failed if message.message_id in failed else whole
                 for message in messages]

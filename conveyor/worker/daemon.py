@@ -55,6 +55,7 @@ from conveyor.runtime.hooks import TryLater, WorkerHook
 from conveyor.runtime.presence import Presence
 from conveyor.runtime.status import StatusServer
 from conveyor.worker.adaptive import ConcurrencyLimit
+from conveyor.worker.attempts import AttemptLog
 from conveyor.worker.backoff import (
     MAX_VISIBILITY_S,
     ErrorBackoff,
@@ -148,6 +149,7 @@ class Worker:
             config.payload_access_key, config.payload_bucket,
             delete_after=config.delete_payloads)
         self._batches: BatchPoster | None = None  # BatchSize: several messages per POST
+        self.attempts = AttemptLog(self.queue_name, clock=clock)  # each failure, logged and kept
         self._batch_dispatch: BatchDispatcher | None = None
         # What the pieces that decide when (the batch dispatchers, the outage) may do.
         self._actions = JobActions(admit=self._admit, post=self._post, settle=self._settle,
@@ -260,6 +262,7 @@ class Worker:
             await hook.start(sqs, url)
         self.presence = Presence(sqs, self.queue_name, self._announced_status, clock=clock,
                                  on_drain=self.stop)
+        self.attempts.start(sqs, self.presence.worker_id)
         if self._router is not None and self.partitions is not None:
             urls = self.partitions.queue.urls
             self.receiver = PartitionedReceiver(
@@ -331,7 +334,8 @@ class Worker:
         for hook in self.hooks:
             await hook.close()
         assert self._delete is not None and self._change is not None
-        await asyncio.gather(self._delete.close(10.0), self._change.close(10.0))
+        await asyncio.gather(self._delete.close(10.0), self._change.close(10.0),
+                             self.attempts.close(10.0))
         await self._payloads.close()
         if self.presence is not None:
             await self.presence.stop()
@@ -492,6 +496,8 @@ class Worker:
 
     async def _settle(self, job: Job, outcome: Outcome) -> None:
         """Act on a POST's outcome: delete, retry, or hold it while the app is unavailable."""
+        if not outcome.ok:  # every failed attempt, single or batched, is told here
+            self.attempts.failed(self._queues_of(job.message).queue_url, job.message, outcome)
         if self._outage.hold_if_unavailable(job, outcome):
             return
         if outcome.ok:

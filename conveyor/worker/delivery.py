@@ -8,6 +8,7 @@ from urllib.parse import urlsplit
 
 from conveyor import __version__
 from conveyor.client import Message
+from conveyor.client.attempts import ANSWER_HEAD_BYTES
 from conveyor.clock import Clock
 from conveyor.cron.jobs import ATTR_PREFIX, ScheduledJob
 from conveyor.worker import telemetry
@@ -41,6 +42,9 @@ class Outcome:
     elapsed_s: float
     retry_after_s: int | None = None
     detail: str = ""
+    # A failure's answer, its first ANSWER_HEAD_BYTES: what the server keeps with the
+    # message's attempts and the failed attempt's log line shows (worker/attempts.py).
+    answer_head: bytes = b""
 
 
 def sqsd_headers(message: Message, queue_name: str, mime_type: str) -> dict[str, str]:
@@ -126,7 +130,8 @@ class Deliverer:
         with telemetry.span("POST", "CLIENT", attributes, parent=trace) as span:
             if span is not None:
                 telemetry.inject(headers)
-            outcome, _answer = await self.post(path, headers, body)
+            outcome, _answer = await self.post(path, headers, body,
+                                               keep_body_bytes=ANSWER_HEAD_BYTES)
             if span is not None:
                 telemetry.http_outcome(span, outcome.status, outcome.ok, outcome.detail)
         return outcome
@@ -179,5 +184,6 @@ class Deliverer:
         if status in _RETRY_AFTER_STATUSES:
             retry_after = parse_retry_after(response.headers.get("retry-after"),
                                             self._clock.now_ms() / 1000)
-        return Outcome(ok, str(status), elapsed_s, retry_after)
+        return Outcome(ok, str(status), elapsed_s, retry_after,
+                       answer_head=b"" if ok else response.body[:ANSWER_HEAD_BYTES])
 

@@ -85,8 +85,8 @@ class Response:
 
     status: int
     headers: dict[str, str] = field(default_factory=dict)
-    body: bytes = b""  # only when asked for (keep_body_bytes), at most that many bytes
-    body_too_large: bool = False  # the body was longer than keep_body_bytes
+    body: bytes = b""  # only when asked for: its first keep_body_bytes at most
+    body_too_large: bool = False  # the body was longer than keep_body_bytes (`body` its head)
 
 
 _KEPT_HEADERS = frozenset({b"retry-after"})
@@ -177,9 +177,10 @@ class _Connection(asyncio.Protocol):
     def on_body(self, body: bytes) -> None:
         if not self._keep_body_bytes or self._in_head:
             return
+        room = self._keep_body_bytes - self._body_bytes
         self._body_bytes += len(body)
-        if self._body_bytes <= self._keep_body_bytes:
-            self._body.append(body)
+        if room > 0:
+            self._body.append(body[:room])
 
     def on_message_complete(self) -> None:
         if self._in_head:
@@ -230,9 +231,8 @@ class _Connection(asyncio.Protocol):
         if self._expecting:
             assert self._waiter is not None
             too_large = self._body_bytes > self._keep_body_bytes
-            body = b"" if too_large else b"".join(self._body)
             self._waiter.set_result(Response(self._parser.get_status_code(), self._headers,
-                                             body, too_large))
+                                             b"".join(self._body), too_large))
 
     def _broken(self, reason: str) -> None:
         self._fail(ConnectionBroken(reason))
@@ -263,8 +263,8 @@ class AppClient:
     async def post(self, path: str, headers: dict[str, str], body: bytes,
                    timeout_s: float, *, keep_body_bytes: int = 0) -> Response:
         """POST `body` to `path`; raise ConnectFailed / ConnectTimeout / ResponseTimeout /
-        ConnectionBroken when there is no complete answer. The answer's body is kept when
-        it has at most `keep_body_bytes` (else Response.body_too_large)."""
+        ConnectionBroken when there is no complete answer. The answer's body is kept up to
+        `keep_body_bytes` (Response.body_too_large says when there was more)."""
         return await self._send(self._request_bytes(b"POST", path, headers, body), timeout_s,
                                 keep_body_bytes)
 

@@ -147,3 +147,34 @@ def test_errors_name_the_queue_they_are_about(cli: Any, server: ServerProcess) -
     empty = cli("message", "send", queue, stdin="")
     assert empty.exit_code == 2 and "the message body is empty" in empty.output
     assert "MissingRequiredParameter" not in empty.output
+
+
+def test_a_messages_attempts_are_printed_readably(cli: Any, sqs: Any, raw: Any) -> None:
+    """`conveyor message attempts QUEUE MESSAGE_ID`: what a worker recorded with it
+    (ConveyorWorkers.RecordAttempts), oldest first, the app's answer indented below."""
+    from tests.server.test_attempts_api import entry, record
+
+    name = unique("cli-att")
+    url = sqs.create_queue(QueueName=name)["QueueUrl"]
+    message_id = sqs.send_message(QueueUrl=url, MessageBody="x")["MessageId"]
+    handle = sqs.receive_message(QueueUrl=url, VisibilityTimeout=60)["Messages"][0][
+        "ReceiptHandle"]
+    at_ms = 1_796_000_000_123  # 2026-11-30 00:53:20.123 UTC
+    record(raw, url, entry(handle, at_ms, "a", AnswerHead="Traceback:\nZeroDivisionError",
+                           WorkerId="host:42:ab12cd34"),
+           {"Id": "b", "ReceiptHandle": handle, "At": at_ms + 1000, "Reason": "refused"})
+
+    shown = cli("message", "attempts", name, message_id)
+    assert shown.exit_code == 0, shown.output
+    assert shown.output.splitlines() == [
+        "#1  2026-11-30 00:53:20.123 UTC  http-500 (HTTP 500)  worker host:42:ab12cd34",
+        "    Traceback:",
+        "    ZeroDivisionError",
+        "#2  2026-11-30 00:53:21.123 UTC  refused"]
+    as_json = cli("message", "attempts", url, message_id, "--json")
+    assert [json.loads(line)["Reason"] for line in as_json.output.splitlines()] == [
+        "http-500", "refused"]
+
+    missing = cli("message", "attempts", name, "no-such-message")
+    assert missing.exit_code == 1 and "No message no-such-message" in missing.output
+    assert "Traceback" not in missing.output

@@ -18,7 +18,7 @@ from conveyor.server.console.frame import PREFIX, render
 from conveyor.server.console.visit import Visit
 from conveyor.server.http import Response
 from conveyor.service import Counts, QueueRecord, Service, StoredMessage
-from conveyor.service.inspect import death, message_attributes, system_attributes
+from conveyor.service.inspect import attempts, death, message_attributes, system_attributes
 
 PAGE_SIZE = 50  # messages per page
 SCAN_LIMIT = 10_000  # messages read at most to page, search or find one
@@ -151,7 +151,8 @@ async def page(service: Service, v: Visit, queue: QueueRecord, message_id: str,
     body = [f"<p>{back} · <code>{escape(m.message_id)}</code></p>",
             parts.table(["", ""], facts), "<h2>Body</h2>",
             f"<pre>{escape(_pretty(m.body))}</pre>", "<h2>Message attributes</h2>",
-            parts.table(["Name", "Type", "Value"], attrs) if attrs else parts.muted("none")]
+            parts.table(["Name", "Type", "Value"], attrs) if attrs else parts.muted("none"),
+            "<h2>Failed attempts</h2>", _attempts(m, now_ms)]
     if can_delete:
         body.append(parts.form("delete-messages", v.csrf, {
             "region": queue.region, "queue": queue.name, selection_field(m.message_id): "1"},
@@ -176,6 +177,20 @@ def _why_here(m: StoredMessage, now_ms: int) -> list[list[str]]:
         ["Last received there", (parts.when(last, now_ms) + ' <span class="muted">(the '
                                  "receive that moved it here)</span>")
          if isinstance(last, int) else ""]]
+
+
+def _attempts(m: StoredMessage, now_ms: int) -> str:
+    """What workers recorded of its failed deliveries, oldest first (a dead letter's, in
+    the queue it died in)."""
+    rows = [[parts.when(a["At"], now_ms) if isinstance(a.get("At"), int) else "",
+             escape(str(a.get("Reason", ""))) + (f" (HTTP {a['Status']})" if "Status" in a
+                                                  else ""),
+             escape(str(a.get("WorkerId", ""))),
+             f"<pre>{escape(str(a.get('AnswerHead', '')))}</pre>" if a.get("AnswerHead")
+             else ""] for a in attempts(m)]
+    if not rows:
+        return parts.muted("none recorded")
+    return parts.table(["When", "Why", "Worker", "The app's answer (its start)"], rows)
 
 
 def _pretty(body: str) -> str:
