@@ -137,7 +137,13 @@ class WorkerActions(ServiceBase):
         return _decisions(lease, self.clock.now_ms()) if lease is not None else []
 
     async def list_workers(self, ctx: RequestContext, req: Request) -> dict[str, Any]:
-        return {"Workers": [_out(w) for w in await self.live_workers()]}
+        return {"Workers": [_out(w) for w in await self.live_workers() if ctx.sees(w.queue)]}
+
+    async def worker_queue(self, ctx: RequestContext, worker_id: str) -> str | None:
+        """The queue that the live worker `worker_id` of the caller's region announced it
+        serves (what a DrainWorker of it touches); None when there is no such worker."""
+        return next((w.queue for w in await self.live_workers() if w.worker_id == worker_id
+                     and w.kind == "worker" and w.region == ctx.region), None)
 
     async def live_workers(self) -> list[WorkerRecord]:
         """The workers whose last announcement has not run out, oldest first."""

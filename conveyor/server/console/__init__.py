@@ -82,7 +82,7 @@ class Console:
 
     def operator(self, session: Session | None) -> Operator:
         """Who acts: the session's access key (None without keys: an open console)."""
-        return Operator(self.access_keys.get(session.key_id) if session else None)
+        return Operator(self.access_keys.get(session.key_id) if session else None, self.service)
 
     async def page(self, req: Request) -> Response:
         if req.method == "POST":
