@@ -105,6 +105,8 @@ class Implied:
 class Entry:
     touches: tuple[Named | Implied, ...] = ()
     listed: tuple[str, ...] = ()  # result members whose queues are filtered (ctx.visible)
+    # Result members that name queues and are shown whole, on purpose (see `TABLE`).
+    shown: tuple[str, ...] = ()
     # Request members that look queue-bearing but are not (see the module's docstring).
     unscoped: tuple[str, ...] = ()
 
@@ -239,7 +241,10 @@ TABLE: dict[str, Entry] = {
     "GetQueueUrl": Entry((Named("QueueName", _name("QueueName")),),
                          unscoped=("QueueOwnerAWSAccountId",)),
     "ListDeadLetterSourceQueues": Entry((_QUEUE_URL,), listed=("queueUrls",)),
-    "ListMessageMoveTasks": Entry((Named("SourceArn", _arn("SourceArn")),)),
+    # The tasks of the source named, whole (their handles and destinations too), as AWS
+    # answers a principal allowed sqs:ListMessageMoveTasks on that source.
+    "ListMessageMoveTasks": Entry((Named("SourceArn", _arn("SourceArn")),), shown=(
+        "Results.TaskHandle", "Results.SourceArn", "Results.DestinationArn")),
     "ListQueueTags": Entry((_QUEUE_URL,)),
     "ListQueues": Entry(listed=("QueueUrls",), unscoped=("QueueNamePrefix",)),
     "PurgeQueue": Entry((_QUEUE_URL,)),
@@ -263,8 +268,7 @@ TABLE: dict[str, Entry] = {
     "RecordScalingDecision": Entry((Named("Queue", _name("Queue")),)),
     "ListScalingDecisions": Entry((Named("Queue", _name("Queue")),)),
     "PollMessages": Entry((_QUEUE_URL, Named("QueueUrls", _urls),
-                           Named("Announce.Queue", _announced, ("AnnounceWorker",))),
-                          unscoped=("WorkerId",)),
+                           Named("Announce.Queue", _announced, ("AnnounceWorker",)))),
     # ConveyorLease.* (service/leases.py): leases are named records, no queue's.
     **{action: Entry() for action in leases.ACTIONS},
 }
