@@ -225,14 +225,21 @@ def test_a_limited_keys_console_shows_only_its_queues_workers_and_decisions(
             "Queue": queue, "Decision": {"current": 1, "desired": 2,
                                          "reason": f"backlog of {queue}"}}).status == 200
 
-    everything = _signed_in(secured, ADMIN, ADMIN_SECRET).get("/console").text
+    assert workers_call(admin, "AnnounceWorker", {"WorkerId": f"spare-{theirs}", "Queue": theirs,
+                                                  "TtlSeconds": 600,
+                                                  "Status": {"status": "ok"}}).status == 200
+    administrator = _signed_in(secured, ADMIN, ADMIN_SECRET)
+    assert _post(administrator, "drain-worker", "/console", region="us-east-1",
+                 worker=f"spare-{theirs}").status == 303  # in the recent actions now
+    everything = administrator.get("/console").text
     assert f"worker-{theirs}" in everything and f"backlog of {theirs}" in everything
+    assert f"DrainWorker</td><td>worker spare-{theirs}" in everything
 
     orders = _signed_in(secured, ORDERS, ORDERS_SECRET)
     overview = orders.get("/console").text
     assert f"worker-{mine}" in overview and f"scaling decisions of {mine}" in overview
     assert f"backlog of {mine}" in overview
-    assert theirs not in overview  # no worker, scaler, timeline or link of payroll
+    assert theirs not in overview  # no worker, scaler, timeline, drain or link of payroll
     drains = re.findall(r'aria-label="Drain ([^"]+)"', overview)
     assert f"worker-{mine}" in drains and f"worker-{theirs}" not in drains
     refused = _post(orders, "drain-worker", "/console", region="us-east-1",

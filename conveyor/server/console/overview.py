@@ -169,8 +169,8 @@ def _empty(v: Visit, wanted: str) -> str:
 async def _recent(v: Visit, recent: list[Done], service: Service) -> str:
     """The console's last actions on queues this operator may look at."""
     recent = [d for d in recent if not d.target or d.target == "move task"
-              or d.target.startswith("worker ")
-              or await v.may("GetQueueAttributes", {"QueueUrl": d.target}, d.region)]
+              or (await _worker_shown(v, d, service) if d.target.startswith("worker ")
+                  else await v.may("GetQueueAttributes", {"QueueUrl": d.target}, d.region))]
     if not recent:
         return ""
     now_ms = service.clock.now_ms()
@@ -179,3 +179,9 @@ async def _recent(v: Visit, recent: list[Done], service: Service) -> str:
              escape(d.outcome)] for d in recent[:20]]
     return "<h2>Recent actions</h2>" + parts.table(
         ["When", "Access key", "Action", "On", "Outcome"], rows)
+
+
+async def _worker_shown(v: Visit, done: Done, service: Service) -> bool:
+    """A drain is shown to whoever may see its worker's queue (while the worker lives)."""
+    queue = await service.worker_queue(v.ctx(done.region), done.target.removeprefix("worker "))
+    return v.sees(queue if queue is not None else "")  # "": a queue only "*" covers
