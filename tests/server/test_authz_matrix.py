@@ -55,6 +55,22 @@ CONFIG = "access_keys:\n" + f"  {ADMIN}: {ADMIN_SECRET}\n" + f"""  {WITHIN}:
 
 MODEL = botocore.session.get_session().get_service_model("sqs")
 EXTENSIONS = sorted(set().union(*server_app.EXTENSIONS.values()))
+
+
+def lacking(action: str) -> str:
+    """The key with every queue of the cases and every action but `action`."""
+    return f"AKIDMXNO{action.upper()}"
+
+
+# The IAM actions the table asks on a queue beyond the call's own (a move task's source
+# and destination, a RedrivePolicy's target, an announcement inside a poll).
+EXTRA_ACTIONS = sorted({needed for entry in TABLE.values() for t in entry.touches
+                        for needed in t.actions})
+CONFIG += "".join(f"""  {lacking(action)}:
+    secret: {SECRET}
+    actions: {json.dumps(sorted({*MODEL.operation_names, *EXTENSIONS} - {action}))}
+    queues: ["mx-*"]
+""" for action in EXTRA_ACTIONS)
 WORKERS_PREFIX = "ConveyorWorkers."
 # Named like something that names a queue: a queue's name/URL/ARN, or a handle that may.
 QUEUE_BEARING = re.compile(r"queue|arn|handle", re.IGNORECASE)
@@ -530,3 +546,31 @@ def test_a_list_shows_a_key_only_its_queues(matrix_server: ServerProcess, action
     assert env.name(slot) not in hidden
     assert [n for n in hidden if env.case in n], "the key's other queues are listed"
     assert env.name(slot) in names(call(caller(matrix_server, WITHIN)))
+
+
+def _needing(action: str, role: str) -> list[str]:
+    touch = next(t for t in TABLE[action].touches
+                 if (t.member if isinstance(t, Named) else t.role) == role)
+    return [needed for needed in touch.actions if needed != action]
+
+
+ACTION_CASES = [(action, role, needed) for action, role in REFUSED_CASES
+                for needed in _needing(action, role)]
+
+
+@pytest.mark.parametrize(("action", "role", "needed"), ACTION_CASES,
+                         ids=[f"{a}:{r}:{n}" for a, r, n in ACTION_CASES])
+def test_a_key_without_the_iam_action_on_the_queue_is_refused(
+        matrix_server: ServerProcess, action: str, role: str, needed: str) -> None:
+    """The IAM action the table asks on that queue (a move task's source needs
+    ReceiveMessage, DeleteMessage and GetQueueAttributes, its destination SendMessage:
+    SQS developer guide, "Configuring queue permissions for dead-letter queue redrive"):
+    a key with the queue and every action but that one is refused and changes nothing."""
+    for setup in SETUPS[(action, role)]:
+        env = Env(matrix_server, caller(matrix_server, ADMIN, ADMIN_SECRET))
+        _, call = setup(env)
+        before = env.state()
+        with pytest.raises(Refused) as refused:
+            call(caller(matrix_server, lacking(needed)))
+        assert refused.value.code == "AccessDenied", (setup.__name__, refused.value.code)
+        assert env.state() == before, setup.__name__
