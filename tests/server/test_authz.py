@@ -254,3 +254,19 @@ def test_a_limited_keys_console_shows_only_its_queues_workers_and_decisions(
     api = RawClient(secured.url, access_key=ORDERS, secret_key=ORDERS_SECRET)
     listed = {w["Queue"] for w in workers_call(api, "ListWorkers", {}).json()["Workers"]}
     assert mine in listed and theirs not in listed
+
+
+def test_the_query_protocol_names_the_same_queues(secured: ServerProcess) -> None:
+    """A RedrivePolicy sent as Query parameters (Attribute.N.Name/Value, as kombu sends
+    them) names its dead-letter queue to the check exactly as a JSON body does."""
+    admin = client(secured)
+    tag = unique("t").split("-")[1][:8]
+    mine = admin.create_queue(QueueName=f"orders-{tag}")["QueueUrl"]
+    theirs = admin.create_queue(QueueName=f"payroll-{tag}")["QueueUrl"]
+    raw = RawClient(secured.url, access_key=ORDERS, secret_key=ORDERS_SECRET)
+    policy = json.dumps({"deadLetterTargetArn": arn_of(admin, theirs), "maxReceiveCount": 2})
+    refused = raw.query({"Action": "SetQueueAttributes", "QueueUrl": mine,
+                         "Attribute.1.Name": "RedrivePolicy", "Attribute.1.Value": policy})
+    assert refused.status == 403 and b"<Code>AccessDenied</Code>" in refused.body
+    assert "RedrivePolicy" not in admin.get_queue_attributes(
+        QueueUrl=mine, AttributeNames=["All"])["Attributes"]
