@@ -6,7 +6,8 @@ any SQS call, beside the lease API:
 - AnnounceWorker {WorkerId, Queue, TtlSeconds, Status, Kind}: "I am alive for
   TtlSeconds, and this is how I am doing" (Status: a JSON object of its own figures;
   Kind: `worker`, the default, or `scaler` for an autoscaler and its last decision).
-- ListWorkers {}: the workers whose announcement has not run out, oldest first.
+- ListWorkers {}: the workers whose announcement has not run out, oldest first (of the
+  queues the caller may see: RequestContext.visible).
 - DrainWorker {WorkerId}: ask a live worker to drain (finish its jobs, stop receiving and
   exit, as on SIGTERM). The request waits in the store for the worker's next announcement,
   whose answer is then `{"Drain": true}` (also on a PollMessages answer that carried one);
