@@ -20,7 +20,7 @@ import orjson
 
 from conveyor import __version__
 from conveyor.ids import UuidSequence
-from conveyor.server import console, s3subset, sigv4
+from conveyor.server import authz, console, s3subset, sigv4
 from conveyor.server.access import AccessKey
 from conveyor.server.http import Request, Response
 from conveyor.server.metrics import CONTENT_TYPE_LATEST, ServerMetrics
@@ -188,9 +188,8 @@ class App:
             claim, key = self._authenticate(req)
             call = self._decode(protocol, req, request_id)
             action = call.action
-            ctx = self._context(req, claim)
-            if key is not None:
-                key.check(action, call.request, self.settings.account_id, ctx.base_url)
+            ctx = self._context(req, claim, key)
+            await authz.authorize(key, action, call.request, ctx, self.service)
             result = await self._dispatch(ctx, call, req)
             if result is None:  # the client went away during a long poll
                 return None
@@ -248,18 +247,19 @@ class App:
         assert claim is not None
         return claim, keys[claim.access_key]
 
-    def _context(self, req: Request, claim: sigv4.Claim | None) -> RequestContext:
-        key = (claim.region if claim else self.settings.default_region,
-               f"{req.scheme}://{req.headers.get('host') or 'localhost'}",
-               claim.access_key if claim else "")
-        ctx = self._contexts.get(key)
+    def _context(self, req: Request, claim: sigv4.Claim | None,
+                 key: AccessKey | None) -> RequestContext:
+        cached = (claim.region if claim else self.settings.default_region,
+                  f"{req.scheme}://{req.headers.get('host') or 'localhost'}",
+                  claim.access_key if claim else "")
+        ctx = self._contexts.get(cached)
         if ctx is None:  # a client sends the same key, region and host every time
             if len(self._contexts) >= 1024:
                 self._contexts.clear()
             # An unchecked (unsigned) claim may name anything: only a plain name is a region.
-            region = key[0] if plain_name(key[0]) else self.settings.default_region
-            ctx = self._contexts[key] = RequestContext(region, self.settings.account_id,
-                                                       key[1], key[2])
+            region = cached[0] if plain_name(cached[0]) else self.settings.default_region
+            ctx = self._contexts[cached] = authz.scoped(
+                RequestContext(region, self.settings.account_id, cached[1], cached[2]), key)
         return ctx
 
     async def _dispatch(self, ctx: RequestContext, call: Call,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from conveyor.service import validate
@@ -13,6 +14,14 @@ class RequestContext:
     account_id: str
     base_url: str  # scheme://host[:port] as the client addressed us
     sender_id: str = ""  # the caller's access key id: SenderId of what it sends
+    # Which queue names the caller may see in a list's results (ListQueues,
+    # ListDeadLetterSourceQueues, ListWorkers); None: every queue. The server's
+    # authorization table (server/authz.py) sets it; the service only applies it.
+    visible: Callable[[str], bool] | None = None
+
+    def sees(self, name: str) -> bool:
+        """Whether a list's results may show the queue called `name` to this caller."""
+        return self.visible is None or self.visible(name)
 
     def queue_url(self, name: str) -> str:
         return f"{self.base_url}/{self.account_id}/{name}"

@@ -26,9 +26,10 @@ back to ReceiveMessage.
 
 The server's long-poll loop (server/app.py) runs the plan this returns; a message that
 becomes receivable on any of its queues wakes the poll at once, as ever.
-An access key limited to actions (server/access.py) needs `PollMessages` among them, and
-one limited to queues must cover every queue named; a worker whose key lacks the action
-is refused (AccessDenied) and falls back to ReceiveMessage.
+An access key limited to actions (server/access.py) needs `PollMessages` among them (and
+`AnnounceWorker` for an `Announce`), and one limited to queues must cover every queue
+named, the announced one too (server/authz.py); a worker whose key lacks the action is
+refused (AccessDenied) and falls back to ReceiveMessage.
 """
 
 from __future__ import annotations

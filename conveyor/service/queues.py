@@ -70,7 +70,8 @@ class QueueActions(ServiceBase):
                                 f"MaxResults must be between 1 and {self.limits.max_list_queues}.")
         names: list[str] = []
         if validate.plain_name(prefix):  # other characters begin no queue name
-            names = [q.name for q in await self.store.list_queues(ctx.region, prefix)]
+            names = [q.name for q in await self.store.list_queues(ctx.region, prefix)
+                     if ctx.sees(q.name)]
         return self.paginate(names, req, "QueueUrls", ctx.queue_url)
 
     async def delete_queue(self, ctx: RequestContext, req: Request) -> dict[str, Any]:

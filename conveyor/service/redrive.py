@@ -69,10 +69,38 @@ class RedriveActions(ServiceBase):
     async def list_dead_letter_source_queues(self, ctx: RequestContext,
                                              req: Request) -> dict[str, Any]:
         dlq = await self.queue(ctx, req["QueueUrl"])
-        arn = ctx.queue_arn(dlq.name, dlq.region)
-        sources = [q.name for q in await self.store.list_queues(ctx.region, "")
-                   if dead_letter_arn(q) == arn]
+        sources = [q.name for q in await self.dead_letter_sources(ctx, dlq) if ctx.sees(q.name)]
         return self.paginate(sources, req, "queueUrls", ctx.queue_url)
+
+    async def dead_letter_sources(self, ctx: RequestContext,
+                                  dlq: QueueRecord) -> list[QueueRecord]:
+        """The queues of the caller's region whose RedrivePolicy targets `dlq`."""
+        arn = ctx.queue_arn(dlq.name, dlq.region)
+        return [q for q in await self.store.list_queues(ctx.region, "")
+                if dead_letter_arn(q) == arn]
+
+    async def redrive_destinations(self, ctx: RequestContext, source_arn: str) -> list[str]:
+        """The ARNs of every queue a move task from `source_arn` without a DestinationArn
+        may move messages into: where its messages were dead-lettered from, and the
+        queues that dead-letter into it now (whose next dead letters it would move back).
+        Empty when `source_arn` names no queue (the task is then refused anyway)."""
+        arn = parse_arn(source_arn)
+        if arn is None or arn.account_id != ctx.account_id:
+            return []
+        source = await self.store.get_queue(arn.region, arn.name)
+        if source is None:
+            return []
+        configured = [ctx.queue_arn(q.name, q.region)
+                      for q in await self.dead_letter_sources(ctx, source)]
+        return sorted({*configured, *await self.store.dead_letter_origins(source)})
+
+    async def move_task_source(self, handle: str) -> QueueRecord | None:
+        """The source queue of the move task this handle is, from the task's own record
+        (never from the queue named inside the handle); None when no task has it."""
+        for task in await self.store.move_tasks(None):
+            if task.handle == handle:
+                return await self.store.get_queue_by_id(task.source_queue_id)
+        return None
 
     # --- move tasks -------------------------------------------------------------------
 

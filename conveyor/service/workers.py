@@ -6,7 +6,8 @@ any SQS call, beside the lease API:
 - AnnounceWorker {WorkerId, Queue, TtlSeconds, Status, Kind}: "I am alive for
   TtlSeconds, and this is how I am doing" (Status: a JSON object of its own figures;
   Kind: `worker`, the default, or `scaler` for an autoscaler and its last decision).
-- ListWorkers {}: the workers whose announcement has not run out, oldest first.
+- ListWorkers {}: the workers whose announcement has not run out, oldest first (of the
+  queues the caller may see: RequestContext.visible).
 - DrainWorker {WorkerId}: ask a live worker to drain (finish its jobs, stop receiving and
   exit, as on SIGTERM). The request waits in the store for the worker's next announcement,
   whose answer is then `{"Drain": true}` (also on a PollMessages answer that carried one);
@@ -137,7 +138,13 @@ class WorkerActions(ServiceBase):
         return _decisions(lease, self.clock.now_ms()) if lease is not None else []
 
     async def list_workers(self, ctx: RequestContext, req: Request) -> dict[str, Any]:
-        return {"Workers": [_out(w) for w in await self.live_workers()]}
+        return {"Workers": [_out(w) for w in await self.live_workers() if ctx.sees(w.queue)]}
+
+    async def worker_queue(self, ctx: RequestContext, worker_id: str) -> str | None:
+        """The queue that the live worker `worker_id` of the caller's region announced it
+        serves (what a DrainWorker of it touches); None when there is no such worker."""
+        return next((w.queue for w in await self.live_workers() if w.worker_id == worker_id
+                     and w.kind == "worker" and w.region == ctx.region), None)
 
     async def live_workers(self) -> list[WorkerRecord]:
         """The workers whose last announcement has not run out, oldest first."""

@@ -453,6 +453,10 @@ class JournaledStore(SqliteStore):
         await self._checkpoint()
         return await super().movable(queue, limit, now_ms, cutoff_ms)
 
+    async def dead_letter_origins(self, queue: QueueRecord) -> list[str]:
+        await self._checkpoint()  # rare (a move task's start): SQLite then holds them all
+        return await super().dead_letter_origins(queue)
+
     async def move(self, moves: list[tuple[int, int]], now_ms: int) -> int:
         await self._checkpoint()
         moved = await super().move(moves, now_ms)

@@ -881,6 +881,12 @@ class PostgresStore:
                 limit)
         return [StoredMessage(*r) for r in rows]
 
+    async def dead_letter_origins(self, queue: QueueRecord) -> list[str]:
+        async with self._conn() as db:
+            rows = await db.fetch("SELECT DISTINCT dlq_source_arn FROM conveyor_messages WHERE"
+                                  " queue_id=$1 AND dlq_source_arn IS NOT NULL", queue.id)
+        return [r[0] for r in rows]
+
     async def move(self, moves: list[tuple[int, int]], now_ms: int) -> int:
         async with self._conn() as db:
             rows = await db.fetch(

@@ -735,6 +735,11 @@ class SqliteStore:
             (queue.id, now_ms, cutoff_ms, limit)).fetchall()
         return [StoredMessage(*r) for r in rows]
 
+    async def dead_letter_origins(self, queue: QueueRecord) -> list[str]:
+        rows = self.db.execute("SELECT DISTINCT dlq_source_arn FROM messages WHERE queue_id=?"
+                               " AND dlq_source_arn IS NOT NULL", (queue.id,)).fetchall()
+        return [r[0] for r in rows]
+
     async def move(self, moves: list[tuple[int, int]], now_ms: int) -> int:
         """Move messages (seq → destination queue id) as fresh, visible messages."""
         async with self._write() as db:

@@ -432,8 +432,10 @@ def test_policy_is_checked_on_the_query_protocol_too(secured: ServerProcess, que
 def test_queue_limited_key_reaches_only_its_queues_workers(secured: ServerProcess) -> None:
     """The worker registry (ConveyorWorkers.*) is ours, so no AWS answer exists; it keeps
     the key-policy rule of the SQS calls: a key limited to some queues may announce workers
-    (also inside a PollMessages) and record decisions only for them, and may not drain a
-    worker (its queue is known only to the store), with SQS's AccessDenied wording."""
+    (also inside a PollMessages), record decisions and drain workers only for them (a
+    worker's queue is the one it announced: server/authz.py), with SQS's AccessDenied
+    wording; a worker that is not there is refused alike, so a key cannot tell another
+    queue's worker from none."""
     raw = RawClient(secured.url, access_key=ORDERS, secret_key=ORDERS_SECRET)
 
     def call(action: str, payload: dict[str, Any]) -> RawResponse:
@@ -445,7 +447,14 @@ def test_queue_limited_key_reaches_only_its_queues_workers(secured: ServerProces
                       403)
     assert_json_error(call("RecordScalingDecision", {"Queue": "billing", "Decision": {}}),
                       "AccessDenied", 403)
-    assert_json_error(call("DrainWorker", {"WorkerId": "w-orders"}), "AccessDenied", 403)
+    admin = RawClient(secured.url, access_key=ADMIN, secret_key=ADMIN_SECRET)
+    billing_worker = {"WorkerId": unique("w-billing"), "TtlSeconds": 30, "Queue": "billing"}
+    assert workers_call(admin, "AnnounceWorker", billing_worker).status == 200
+    assert_json_error(call("DrainWorker", {"WorkerId": billing_worker["WorkerId"]}),
+                      "AccessDenied", 403)
+    assert_json_error(call("DrainWorker", {"WorkerId": unique("w-none")}), "AccessDenied", 403)
+    assert workers_call(admin, "AnnounceWorker", billing_worker).body == b"{}"  # not draining
+    assert call("DrainWorker", {"WorkerId": "w-orders"}).status == 200
     poll = {"QueueUrl": f"{secured.url}/000000000000/orders-1", "WaitTimeSeconds": 0,
             "Announce": {**worker, "Queue": "billing"}}
     assert_json_error(call("PollMessages", poll), "AccessDenied", 403)

@@ -308,3 +308,30 @@ def test_a_send_tells_other_nodes_in_one_word_per_queue() -> None:
         assert heard["a"] == []
 
     _two_nodes(scenario)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_dead_letter_origins_name_every_dead_letters_source_once(kind: str,
+                                                                 tmp_path: Path) -> None:
+    """Where a move task without a destination would send a queue's messages (the
+    authorization table's implied queues, server/authz.py): visible or not, each source
+    once, none for a message sent to the queue itself."""
+    async def scenario(store: Any) -> None:
+        a = await store.create_queue("us-east-1", "a", ATTRIBUTES, {}, 0)
+        b = await store.create_queue("us-east-1", "b", ATTRIBUTES, {}, 0)
+        dlq = await store.create_queue("us-east-1", "dlq", ATTRIBUTES, {}, 0)
+        await store.send(a, [message(f"a-{i}", NOW - 10 + i) for i in range(2)], NOW, 0)
+        await store.send(b, [message("b-0", NOW - 5)], NOW, 0)
+        await store.send(dlq, [message("direct", NOW - 5)], NOW, 0)
+        assert await store.dead_letter_origins(dlq) == []
+        for queue, arn in ((a, "arn:aws:sqs:us-east-1:000000000000:a"),
+                           (b, "arn:aws:sqs:us-east-1:000000000000:b")):
+            async with store.claim(queue, 10, NOW, NOW - FAR, NOW + 30_000, PICK) as claim:
+                await claim.dead_letter([m.seq for m in claim.messages], dlq.id, arn, NOW)
+        async with store.claim(dlq, 1, NOW, NOW - FAR, NOW + 30_000, PICK) as claim:
+            assert len(claim.messages) == 1  # one in flight: still counted
+        assert sorted(await store.dead_letter_origins(dlq)) == [
+            "arn:aws:sqs:us-east-1:000000000000:a", "arn:aws:sqs:us-east-1:000000000000:b"]
+        assert await store.dead_letter_origins(a) == []
+
+    _run(kind, tmp_path, scenario)

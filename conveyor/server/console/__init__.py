@@ -26,7 +26,9 @@ Each action is an SQS call made through calls.Calls: checked against the signed-
 limits exactly as a signed API request is (so a read-only key is refused, 403, and
 changes nothing), run by the service, counted and logged with the key that made it.
 Pages show only the buttons the key allows, and only the queues (and messages) it may
-look at (GetQueueAttributes, and ReceiveMessage for messages).
+look at (GetQueueAttributes, and ReceiveMessage for messages), and of the workers,
+autoscalers, scaling decisions and drains only those of its queues: the one table of
+server/authz.py decides, for pages and actions as for the API.
 """
 
 from __future__ import annotations
@@ -85,7 +87,7 @@ class Console:
 
     def operator(self, session: Session | None) -> Operator:
         """Who acts: the session's access key (None without keys: an open console)."""
-        return Operator(self.access_keys.get(session.key_id) if session else None)
+        return Operator(self.access_keys.get(session.key_id) if session else None, self.service)
 
     async def page(self, req: Request) -> Response:
         if req.method == "POST":

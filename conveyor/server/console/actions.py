@@ -95,9 +95,9 @@ class Actions:
         added, removed = forms.edited_tags(form, queue.tags)
         # Both checked before either runs: a key allowed one but not the other changes nothing.
         if added:
-            self.calls.authorize(operator, ctx, "TagQueue", {"QueueUrl": url})
+            await self.calls.authorize(operator, ctx, "TagQueue", {"QueueUrl": url})
         if removed:
-            self.calls.authorize(operator, ctx, "UntagQueue", {"QueueUrl": url})
+            await self.calls.authorize(operator, ctx, "UntagQueue", {"QueueUrl": url})
         if added:
             await self.calls.call(operator, ctx, "TagQueue", {"QueueUrl": url, "Tags": added})
         if removed:
@@ -131,7 +131,7 @@ class Actions:
         which no receipt names, by the service's console-only drop, recorded like a call."""
         ctx, name = self._ctx(req, form, operator), form.get("queue", "")
         url = ctx.queue_url(name)
-        self.calls.authorize(operator, ctx, "DeleteMessage", {"QueueUrl": url})
+        await self.calls.authorize(operator, ctx, "DeleteMessage", {"QueueUrl": url})
         ids = forms.selected(form)
         if not ids:
             raise FormError("Tick at least one message to delete.")
@@ -166,7 +166,7 @@ class Actions:
         destination_name = form.get("destination", "").strip()
         if destination_name:
             request["DestinationArn"] = ctx.queue_arn(destination_name)
-        self.calls.authorize(operator, ctx, "StartMessageMoveTask", request)
+        await self.calls.authorize(operator, ctx, "StartMessageMoveTask", request)
         ids = forms.selected(form)
         if not ids:
             raise FormError("Tick at least one message to move.")
@@ -202,12 +202,9 @@ class Actions:
     # --- workers --------------------------------------------------------------------
 
     async def drain_worker(self, req: Request, form: Form, operator: Operator) -> Response:
-        """DrainWorker, for a key that may also touch the worker's queue: a key limited to
-        some queues drains only their workers."""
+        """DrainWorker: a key limited to some queues drains only their workers (the
+        worker's queue is a queue the call implies: server/authz.py)."""
         ctx, worker_id = self._ctx(req, form, operator), form.get("worker", "")
-        queue = next((w.queue for w in await self.service.live_workers()
-                      if w.worker_id == worker_id), "")
-        self.calls.authorize(operator, ctx, "DrainWorker", {"QueueUrl": queue})
         await self.calls.call(operator, ctx, "DrainWorker", {"WorkerId": worker_id})
         return redirect(f"{PREFIX}?{urlencode({'done': 'drain-requested', 'id': worker_id})}"
                         "#workers")

@@ -2,7 +2,7 @@
 
 A console action is an SQS call on the signed-in operator's behalf: its request is
 checked against botocore's model like a decoded JSON body (conveyor.sqs.shapes), then
-against the operator's access key (AccessKey.check, the API's own check), then run by
+against the operator's access key (server/authz.py, the API's own check), then run by
 the same service method, and counted in the same request metrics. So a key limited to
 reading is refused here as it is on the API, and the service's limits and errors hold.
 Every call is logged with the access key that made it, and the last ones are kept for
@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from conveyor.server import authz
 from conveyor.server.access import AccessKey
 from conveyor.service import RequestContext, Service, workers
 from conveyor.sqs import shapes
@@ -34,25 +35,36 @@ Observe = Callable[[str, str, float], None]
 @dataclass(frozen=True, slots=True)
 class Operator:
     """Who uses the console: the access key signed in, None on a console without keys
-    (which may do everything, like an API without signatures)."""
+    (which may do everything, like an API without signatures), and where the queues a
+    call implies are looked up (the service)."""
 
     key: AccessKey | None
+    lookups: authz.Lookups
 
     @property
     def key_id(self) -> str:
         return self.key.key_id if self.key else "anonymous"
 
-    def may(self, action: str, request: dict[str, Any], ctx: RequestContext) -> bool:
+    async def may(self, action: str, request: dict[str, Any], ctx: RequestContext) -> bool:
         """Whether this operator's key allows the call: pages show only allowed buttons."""
         try:
-            self.check(action, request, ctx)
+            await self.check(action, request, ctx)
         except AccessDenied:
             return False
         return True
 
-    def check(self, action: str, request: dict[str, Any], ctx: RequestContext) -> None:
-        if self.key is not None:
-            self.key.check(action, request, ctx.account_id, ctx.base_url)
+    async def check(self, action: str, request: dict[str, Any], ctx: RequestContext) -> None:
+        """The API's own check (server/authz.py): AccessDenied unless the key may act on
+        every queue the call touches, named or implied."""
+        await authz.authorize(self.key, action, request, ctx, self.lookups)
+
+    def scoped(self, ctx: RequestContext) -> RequestContext:
+        """`ctx` for this operator: lists show only the queues its key may see."""
+        return authz.scoped(ctx, self.key)
+
+    def sees(self, queue: str) -> bool:
+        """Whether a page may show the queue called `queue` (a worker's, a decision's)."""
+        return authz.visible(self.key, queue)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +95,8 @@ class Calls:
             # them, as it does when they come over the wire.
             checked = (request if action in workers.ACTIONS
                        else shapes.json_checker(action)(request))
-            operator.check(action, checked, ctx)
+            ctx = operator.scoped(ctx)
+            await operator.check(action, checked, ctx)
             return await self.service.action(action)(ctx, checked)
         except SqsError as error:
             outcome = error.code
@@ -92,11 +105,11 @@ class Calls:
             self.observe(action, outcome, time.perf_counter() - started)
             self.record(operator, ctx, action, request, outcome)
 
-    def authorize(self, operator: Operator, ctx: RequestContext, action: str,
-                  request: dict[str, Any]) -> None:
+    async def authorize(self, operator: Operator, ctx: RequestContext, action: str,
+                        request: dict[str, Any]) -> None:
         """Refuse (AccessDenied, logged) before an action that reads first and calls after."""
         try:
-            operator.check(action, request, ctx)
+            await operator.check(action, request, ctx)
         except AccessDenied as error:
             self.record(operator, ctx, action, request, error.code)
             raise

@@ -32,7 +32,7 @@ class Overview:
 
     async def page(self, v: Visit, default_region: str, recent: list[Done]) -> Response:
         everything = [q for q in await self.service.all_queues()
-                      if v.may("GetQueueAttributes", {"QueueUrl": q.name}, q.region)]
+                      if await v.may("GetQueueAttributes", {"QueueUrl": q.name}, q.region)]
         everything.sort(key=lambda q: (q.region, q.name))
         sources = _sources(everything, v.account_id)
         wanted = v.query.get("q", "")
@@ -42,7 +42,7 @@ class Overview:
         counts = {q.id: await self.service.counts(q) for q in rows}
         histories = await self.service.histories([q.id for q in rows])
         holding = await self._dead_letters_holding(everything, sources, v.account_id)
-        body = [v.notice(), self._create_form(v, default_region),
+        body = [v.notice(), await self._create_form(v, default_region),
                 f'<section id="queues" data-live>{_alert(holding)}',
                 _filter_bar(wanted, page, len(shown)),
                 self._table(v, rows, counts, histories, sources, holding) if rows
@@ -50,7 +50,8 @@ class Overview:
                 "</section>",
                 await partitions_section(self.service, everything, counts),
                 await workers_section(self.service, v),
-                f'<section id="recent" data-live>{_recent(v, recent, self.service)}</section>']
+                f'<section id="recent" data-live>{await _recent(v, recent, self.service)}'
+                "</section>"]
         return render(200, "Queues", "\n".join(body), refresh=True, who=v.who,
                       header=v.header)
 
@@ -80,8 +81,8 @@ class Overview:
                             "Dead-letter queue of"], cells, numeric=(3, 4, 5),
                            row_classes=["alert" if q.id in holding else "" for q in rows])
 
-    def _create_form(self, v: Visit, region: str) -> str:
-        if not v.may("CreateQueue", {}, region):
+    async def _create_form(self, v: Visit, region: str) -> str:
+        if not await v.may("CreateQueue", {}, region):
             return ""
         number = 'inputmode="numeric" pattern="[0-9]*"'
         fields = "".join(
@@ -165,11 +166,11 @@ def _empty(v: Visit, wanted: str) -> str:
             "--queue-name jobs</code></p>")
 
 
-def _recent(v: Visit, recent: list[Done], service: Service) -> str:
+async def _recent(v: Visit, recent: list[Done], service: Service) -> str:
     """The console's last actions on queues this operator may look at."""
     recent = [d for d in recent if not d.target or d.target == "move task"
-              or d.target.startswith("worker ")
-              or v.may("GetQueueAttributes", {"QueueUrl": d.target}, d.region)]
+              or (await _worker_shown(v, d, service) if d.target.startswith("worker ")
+                  else await v.may("GetQueueAttributes", {"QueueUrl": d.target}, d.region))]
     if not recent:
         return ""
     now_ms = service.clock.now_ms()
@@ -178,3 +179,9 @@ def _recent(v: Visit, recent: list[Done], service: Service) -> str:
              escape(d.outcome)] for d in recent[:20]]
     return "<h2>Recent actions</h2>" + parts.table(
         ["When", "Access key", "Action", "On", "Outcome"], rows)
+
+
+async def _worker_shown(v: Visit, done: Done, service: Service) -> bool:
+    """A drain is shown to whoever may see its worker's queue (while the worker lives)."""
+    queue = await service.worker_queue(v.ctx(done.region), done.target.removeprefix("worker "))
+    return v.sees(queue if queue is not None else "")  # "": a queue only "*" covers

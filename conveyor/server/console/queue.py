@@ -24,7 +24,7 @@ class QueuePage:
 
     async def page(self, v: Visit, region: str, name: str) -> Response:
         ctx = v.ctx(region)
-        if not v.may("GetQueueAttributes", {"QueueUrl": name}, region):
+        if not await v.may("GetQueueAttributes", {"QueueUrl": name}, region):
             return _not_found(v, "Your access key may not look at this queue.")
         try:
             queue = await self.service.queue(ctx, name)
@@ -47,17 +47,17 @@ class QueuePage:
                 f'<section id="counts" data-live>{_counts(counts)}</section>',
                 '<section id="activity" data-live>' + charts.queue_charts(
                     (await self.service.histories([queue.id]))[queue.id]) + "</section>",
-                self._actions(v, ctx, queue),
+                await self._actions(v, ctx, queue),
                 "<h2>Dead letters</h2>",
                 f"<p>Go to: {parts.redrive_cell(queue)}<br>"
                 f"Come from: {parts.sources_cell(region, source_names)}</p>"]
         if source_names:
             body.append(await self._redrive_form(v, ctx, queue, source_names))
-        body.append(_tasks(v, ctx, tasks["Results"], self.service.clock.now_ms()))
+        body.append(await _tasks(v, ctx, tasks["Results"], self.service.clock.now_ms()))
         body.append("<h2>Messages</h2>")
-        if v.may("ReceiveMessage", {"QueueUrl": name}, region):
-            can_delete = v.may("DeleteMessage", {"QueueUrl": name}, region)
-            can_move = v.may("StartMessageMoveTask", {"SourceArn": ctx.queue_arn(name)},
+        if await v.may("ReceiveMessage", {"QueueUrl": name}, region):
+            can_delete = await v.may("DeleteMessage", {"QueueUrl": name}, region)
+            can_move = await v.may("StartMessageMoveTask", {"SourceArn": ctx.queue_arn(name)},
                              region)
             body.append(await messages.section(self.service, v, queue, counts, can_delete,
                                                can_move))
@@ -67,34 +67,34 @@ class QueuePage:
         body += ["<h2>Attributes</h2>", '<section id="attributes" data-live>', parts.table(
             ["Name", "Value"], [[escape(k), f"<code>{escape(val)}</code>"]
                                 for k, val in sorted(attributes.items())]), "</section>",
-                 _edit_form(v, queue)]
+                 await _edit_form(v, queue)]
         body += ["<h2>Tags</h2>", parts.table(["Key", "Value"], [
             [escape(k), escape(val)] for k, val in sorted(queue.tags.items())])
-            if queue.tags else parts.muted("none"), _tags_form(v, queue)]
+            if queue.tags else parts.muted("none"), await _tags_form(v, queue)]
         return render(200, name, "\n".join(body), refresh=True, who=v.who, header=v.header)
 
     async def message(self, v: Visit, region: str, name: str, message_id: str) -> Response:
-        if not v.may("ReceiveMessage", {"QueueUrl": name}, region):
+        if not await v.may("ReceiveMessage", {"QueueUrl": name}, region):
             return _not_found(v, "Your access key may not look at this queue's messages.")
         try:
             queue = await self.service.queue(v.ctx(region), name)
         except SqsError as error:
             return _not_found(v, error.message)
-        can_delete = v.may("DeleteMessage", {"QueueUrl": name}, region)
+        can_delete = await v.may("DeleteMessage", {"QueueUrl": name}, region)
         return await messages.page(self.service, v, queue, message_id, can_delete)
 
-    def _actions(self, v: Visit, ctx: RequestContext, queue: QueueRecord) -> str:
+    async def _actions(self, v: Visit, ctx: RequestContext, queue: QueueRecord) -> str:
         fields = {"region": queue.region, "queue": queue.name}
         request = {"QueueUrl": queue.name}
         out = []
-        if v.may("SendMessage", request, queue.region):
+        if await v.may("SendMessage", request, queue.region):
             out.append(parts.form("send-message", v.csrf, fields, _send_fields(queue)))
-        if v.may("PurgeQueue", request, queue.region):
+        if await v.may("PurgeQueue", request, queue.region):
             out.append(parts.form("purge-queue", v.csrf, fields, (
                 "<details><summary>Purge</summary><p>Deletes every message in the queue. "
                 "SQS allows one purge a minute.</p>" + parts.confirm_by_name(queue.name) +
                 '<button class="danger">Purge queue</button></details>')))
-        if v.may("DeleteQueue", request, queue.region):
+        if await v.may("DeleteQueue", request, queue.region):
             out.append(parts.form("delete-queue", v.csrf, fields, (
                 "<details><summary>Delete queue</summary><p>Deletes the queue and its "
                 "messages; its name cannot be used again for a minute.</p>" +
@@ -104,7 +104,7 @@ class QueuePage:
 
     async def _redrive_form(self, v: Visit, ctx: RequestContext, queue: QueueRecord,
                             source_names: list[str]) -> str:
-        if not v.may("StartMessageMoveTask", {"SourceArn": ctx.queue_arn(queue.name)},
+        if not await v.may("StartMessageMoveTask", {"SourceArn": ctx.queue_arn(queue.name)},
                      queue.region):
             return ""
         # A name typed, its sources offered: a list of every queue would weigh the page
@@ -120,9 +120,9 @@ class QueuePage:
             "<button>Start redrive</button></div>"))
 
 
-def _edit_form(v: Visit, queue: QueueRecord) -> str:
+async def _edit_form(v: Visit, queue: QueueRecord) -> str:
     """SetQueueAttributes: the common attributes as lines, the dead-letter queue apart."""
-    if not v.may("SetQueueAttributes", {"QueueUrl": queue.name}, queue.region):
+    if not await v.may("SetQueueAttributes", {"QueueUrl": queue.name}, queue.region):
         return ""
     names = forms.EDIT_FIELDS + (forms.EDIT_FIFO_FIELDS if queue.fifo else ())
     lines = "\n".join(f"{n} = {queue.attributes[n]}" for n in names if n in queue.attributes)
@@ -143,11 +143,11 @@ def _edit_form(v: Visit, queue: QueueRecord) -> str:
         "</label><button>Save attributes</button></details>"))
 
 
-def _tags_form(v: Visit, queue: QueueRecord) -> str:
+async def _tags_form(v: Visit, queue: QueueRecord) -> str:
     """TagQueue / UntagQueue: the tags as lines; a line removed is a tag removed."""
     request = {"QueueUrl": queue.name}
-    if not (v.may("TagQueue", request, queue.region)
-            or v.may("UntagQueue", request, queue.region)):
+    if not (await v.may("TagQueue", request, queue.region)
+            or await v.may("UntagQueue", request, queue.region)):
         return ""
     lines = "\n".join(f"{k} = {val}" for k, val in sorted(queue.tags.items()))
     return parts.form("edit-tags", v.csrf, {"region": queue.region, "queue": queue.name}, (
@@ -178,7 +178,7 @@ def _counts(counts: Counts) -> str:
                        numeric=(0, 1, 2))
 
 
-def _tasks(v: Visit, ctx: RequestContext, tasks: list[dict], now_ms: int) -> str:
+async def _tasks(v: Visit, ctx: RequestContext, tasks: list[dict], now_ms: int) -> str:
     if not tasks:
         return '<section id="tasks" data-live></section>'
     rows = []
@@ -188,7 +188,8 @@ def _tasks(v: Visit, ctx: RequestContext, tasks: list[dict], now_ms: int) -> str
         progress = (f'<progress value="{moved}" max="{max(to_move, moved, 1)}"></progress> '
                     f"{moved:,} of {to_move:,}")
         cancel = ""
-        if "TaskHandle" in t and v.may("CancelMessageMoveTask", {"TaskHandle": ""}, ctx.region):
+        if "TaskHandle" in t and await v.may("CancelMessageMoveTask",
+                                           {"TaskHandle": t["TaskHandle"]}, ctx.region):
             cancel = parts.form("cancel-redrive", v.csrf, {
                 "region": ctx.region, "queue": t["SourceArn"].rsplit(":", 1)[-1],
                 "task": t["TaskHandle"]}, '<button class="danger">Cancel</button>')

@@ -51,13 +51,20 @@ class Visit:
 
     def ctx(self, region: str) -> RequestContext:
         """The request context of an SQS call made from this page, in `region`: queue
-        URLs name the host the browser used, and messages sent carry the key as SenderId."""
+        URLs name the host the browser used, messages sent carry the key as SenderId, and
+        lists show only the queues the key may see."""
         host = self.req.headers.get("host") or "localhost"
         sender = self.operator.key.key_id if self.operator.key else ""
-        return RequestContext(region, self.account_id, f"{self.req.scheme}://{host}", sender)
+        return self.operator.scoped(
+            RequestContext(region, self.account_id, f"{self.req.scheme}://{host}", sender))
 
-    def may(self, action: str, request: dict[str, Any], region: str) -> bool:
-        return self.operator.may(action, request, self.ctx(region))
+    async def may(self, action: str, request: dict[str, Any], region: str) -> bool:
+        """Whether the operator's key allows the call (the API's check, server/authz.py)."""
+        return await self.operator.may(action, request, self.ctx(region))
+
+    def sees(self, queue: str) -> bool:
+        """Whether the page may show the queue called `queue` (a worker's, a decision's)."""
+        return self.operator.sees(queue)
 
     def notice(self) -> str:
         """The outcome of the action that sent the browser here, as HTML."""

@@ -16,10 +16,11 @@ TIMELINE_SHOWN = 20  # decisions per queue on the page (the server keeps MAX_DEC
 
 
 async def workers_section(service: Service, v: Visit) -> str:
-    announced = await service.live_workers()
+    """The workers and scalers of the queues the operator may see, and their decisions."""
+    announced = [w for w in await service.live_workers() if v.sees(w.queue)]
     now_ms = service.clock.now_ms()
     scalers = [w for w in announced if w.kind == "scaler"]
-    html = _worker_table(v, [w for w in announced if w.kind == "worker"], now_ms)
+    html = await _worker_table(v, [w for w in announced if w.kind == "worker"], now_ms)
     if scalers:
         html += _scaler_table(scalers, now_ms)
         for queue in sorted({(s.region, s.queue) for s in scalers}):
@@ -65,7 +66,7 @@ def _seen(record: WorkerRecord, now_ms: int) -> str:
     return parts.when(record.last_seen_ms, now_ms)
 
 
-def _worker_table(v: Visit, workers: list[WorkerRecord], now_ms: int) -> str:
+async def _worker_table(v: Visit, workers: list[WorkerRecord], now_ms: int) -> str:
     if not workers:
         return ('<h2>Workers</h2><p class="muted">none has announced itself '
                 "(conveyor worker does, every 10 s)</p>")
@@ -85,17 +86,17 @@ def _worker_table(v: Visit, workers: list[WorkerRecord], now_ms: int) -> str:
             escape(str(status.get("failed", ""))),
             f"{average:.3f} s" if isinstance(average, int | float) else "",
             escape(str(status.get("version", ""))), parts.when(w.first_seen_ms, now_ms),
-            _seen(w, now_ms), _drain(v, w)])
+            _seen(w, now_ms), await _drain(v, w)])
     return "<h2>Workers</h2>" + parts.table(
         ["Worker", "Queue", "State", "In flight", "Processed", "Jobs/s", "Failed",
          "Average job", "Version", "Up since", "Last seen", ""], rows,
         numeric=(3, 4, 5, 6))
 
 
-def _drain(v: Visit, worker: WorkerRecord) -> str:
+async def _drain(v: Visit, worker: WorkerRecord) -> str:
     """A Drain button, for keys allowed DrainWorker, on a worker not already draining."""
-    if worker.status.get("status") != "ok" or not v.may(
-            "DrainWorker", {"QueueUrl": worker.queue}, worker.region):
+    if worker.status.get("status") != "ok" or not await v.may(
+            "DrainWorker", {"WorkerId": worker.worker_id}, worker.region):
         return ""
     return parts.form("drain-worker", v.csrf, {"region": worker.region,
                                                "worker": worker.worker_id},
