@@ -49,7 +49,7 @@ from typing import Any, Protocol
 import orjson
 
 from conveyor.server.access import AccessKey
-from conveyor.service import QueueRecord, RequestContext, leases, polls, workers
+from conveyor.service import QueueRecord, RequestContext, attempts, leases, polls, workers
 from conveyor.service.base import queue_name_from
 from conveyor.service.context import parse_arn
 from conveyor.sqs.errors import AccessDenied
@@ -269,10 +269,16 @@ TABLE: dict[str, Entry] = {
     "ListScalingDecisions": Entry((Named("Queue", _name("Queue")),)),
     "PollMessages": Entry((_QUEUE_URL, Named("QueueUrls", _urls),
                            Named("Announce.Queue", _announced, ("AnnounceWorker",)))),
+    # ConveyorWorkers.RecordAttempts / GetMessageAttempts (service/attempts.py): a message's
+    # failed attempts, on the queue named (a record may land on a message the queue has just
+    # dead-lettered: its history from this queue, not a touch of the dead-letter queue).
+    "RecordAttempts": Entry((_QUEUE_URL,), unscoped=_BATCH_RECEIPT),
+    "GetMessageAttempts": Entry((_QUEUE_URL,)),
     # ConveyorLease.* (service/leases.py): leases are named records, no queue's.
     **{action: Entry() for action in leases.ACTIONS},
 }
-assert set(workers.ACTIONS + polls.ACTIONS) <= set(TABLE)  # every call the server accepts
+# every call the server accepts
+assert set(workers.ACTIONS + polls.ACTIONS + attempts.ACTIONS) <= set(TABLE)
 
 
 # --- the check ----------------------------------------------------------------------------------

@@ -202,6 +202,7 @@ class Env:
     case: str = field(default_factory=lambda: unique("c").replace("-", ""))
     worker_payloads: list[dict[str, Any]] = field(default_factory=list)
     moving: bool = False  # a move task runs throughout: its counts are not compared
+    received: list[tuple[str, str]] = field(default_factory=list)  # (slot, message id)
 
     def name(self, slot: str) -> str:
         return f"mx-{slot}-{self.case}"
@@ -236,6 +237,7 @@ class Env:
     def receipt(self, slot: str) -> str:
         self.send(slot)
         got = self.admin.call("ReceiveMessage", QueueUrl=self.url(slot), VisibilityTimeout=600)
+        self.received.append((slot, got["Messages"][0]["MessageId"]))
         return got["Messages"][0]["ReceiptHandle"]
 
     def worker(self, slot: str) -> str:
@@ -266,6 +268,9 @@ class Env:
         seen["workers"] = sorted(
             (w["WorkerId"], w["Queue"], w["Kind"], json.dumps(w["Status"]))
             for w in self.admin.workers("ListWorkers")["Workers"] if self.case in w["WorkerId"])
+        seen["attempts"] = [  # a message's failed attempts (ConveyorWorkers.RecordAttempts)
+            self.admin.workers("GetMessageAttempts", QueueUrl=self.url(slot), MessageId=mid)
+            for slot, mid in self.received if seen[slot] is not None]
         # A drain asked for shows in the worker's next announcement's answer.
         seen["drains"] = [self.admin.workers("AnnounceWorker", **p).get("Drain", False)
                           for p in self.worker_payloads]
@@ -415,6 +420,20 @@ def announce(env: Env) -> tuple[str, Call]:
                          TtlSeconds=600)
 
 
+def record_attempt(env: Env) -> tuple[str, Call]:
+    env.queue("a")
+    entry = {"Id": "0", "ReceiptHandle": env.receipt("a"), "At": 1_796_000_000_000,
+             "Reason": "refused"}
+    return "a", _workers("RecordAttempts", QueueUrl=env.url("a"), Entries=[entry])
+
+
+def get_attempts(env: Env) -> tuple[str, Call]:
+    env.queue("a")
+    sent = env.admin.call("SendMessage", QueueUrl=env.url("a"), MessageBody="x")
+    return "a", _workers("GetMessageAttempts", QueueUrl=env.url("a"),
+                         MessageId=sent["MessageId"])
+
+
 def drain(env: Env) -> tuple[str, Call]:
     return "a", _workers("DrainWorker", WorkerId=env.worker("a"))
 
@@ -499,6 +518,8 @@ SETUPS: dict[tuple[str, str], list[Setup]] = {
     ("PollMessages", "QueueUrl"): [poll],
     ("PollMessages", "QueueUrls"): [poll_several],
     ("PollMessages", "Announce.Queue"): [poll_announcing],
+    ("RecordAttempts", "QueueUrl"): [record_attempt],
+    ("GetMessageAttempts", "QueueUrl"): [get_attempts],
 }
 LIST_SETUPS: dict[tuple[str, str], ListSetup] = {
     ("ListQueues", "listed QueueUrls"): listed_queues,
