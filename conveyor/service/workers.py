@@ -31,6 +31,7 @@ from typing import Any
 
 import orjson
 
+from conveyor import lease_names
 from conveyor.service.base import ServiceBase
 from conveyor.service.context import RequestContext
 from conveyor.service.leases import checked_ttl_ms
@@ -153,12 +154,8 @@ class WorkerActions(ServiceBase):
 _TIMELINE = "timeline"  # the holder of every timeline record: any scaler may append
 
 
-def _drain_name(worker_id: str) -> str:
-    return f"drain worker {worker_id}"
-
-
-def _timeline_name(queue: str) -> str:
-    return f"scaling decisions {queue}"
+_drain_name = lease_names.drain
+_timeline_name = lease_names.scaling_decisions
 
 
 def _decisions(lease: LeaseRecord, now_ms: int) -> list[dict[str, Any]]:

@@ -41,6 +41,7 @@ from conveyor.store.base import (
     Handle,
     NewMessage,
     Picking,
+    QueueEnding,
     QueueRecord,
     SentMessage,
     StoredMessage,
@@ -401,12 +402,13 @@ class JournaledStore(SqliteStore):
     async def create_queue(self, region: str, name: str, attributes: dict[str, str],
                            tags: dict[str, str], now_s: int) -> QueueRecord:
         queue = await super().create_queue(region, name, attributes, tags, now_s)
-        self._sqlite_idle_until.pop(queue.id, None)  # SQLite may reuse a deleted queue's id
+        self._sqlite_idle_until.pop(queue.id, None)
         return queue
 
-    async def delete_queue(self, queue: QueueRecord, now_s: int) -> None:
+    async def delete_queue(self, queue: QueueRecord, now_s: int,
+                           ending: QueueEnding | None = None) -> None:
         await self._checkpoint()
-        await super().delete_queue(queue, now_s)
+        await super().delete_queue(queue, now_s, ending)
         if queue.id in self._pending:  # sent while the backlog was being deleted
             self._record([["q", queue.id]])
         self._sqlite_idle_until.pop(queue.id, None)
