@@ -10,6 +10,8 @@ tests/store/test_identity.py fails for a lease name made elsewhere that it does 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 CRON_PREFIX = "conveyor-cron:"
 RUNS_INFIX = "#runs:"
 DRAIN_PREFIX = "drain worker "  # a space: no lease call can name it (service/leases.py)
@@ -43,12 +45,12 @@ def of_queue(queue_name: str) -> tuple[list[str], list[str]]:
     return [leader, scaling_decisions(queue_name)], [cron_runs(leader, "")]
 
 
-# Every kind of lease name Conveyor makes, and what it is keyed by ("queue", "worker"), or
-# None for names a client chooses (AcquireLease's Name: opaque to the server).
-KINDS: dict[str, str | None] = {
-    "cron leader": "queue",
-    "cron runs": "queue",
-    "drain": "worker",
-    "scaling decisions": "queue",
-    "client lease": None,
+# Every kind of lease name Conveyor makes: its maker, and what it is keyed by ("queue",
+# "worker"); client leases (AcquireLease's Name, opaque to the server) are keyed by none.
+KINDS: dict[str, tuple[Callable[..., str] | None, str | None]] = {
+    "cron leader": (cron_leader, "queue"),
+    "cron runs": (cron_runs, "queue"),
+    "drain": (drain, "worker"),
+    "scaling decisions": (scaling_decisions, "queue"),
+    "client lease": (None, None),
 }
