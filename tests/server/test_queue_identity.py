@@ -8,12 +8,27 @@ lease-name kind, found by introspecting both stores' schemas) is tests/store/tes
 
 from __future__ import annotations
 
+import hashlib
 import json
+import time
+from pathlib import Path
 from typing import Any
 
+import apsw
+
+from conveyor.store import sqlite
 from tests.server.conftest import Launcher, QueueFactory
-from tests.server.helpers import RawClient, advance_clock, counts, raises_sqs, unique, wait_for
-from tests.support import sqs_client
+from tests.server.helpers import (
+    RawClient,
+    advance_clock,
+    counts,
+    queue_name_of,
+    raises_sqs,
+    receive_all,
+    unique,
+    wait_for,
+)
+from tests.support import ServerProcess, sqs_client
 
 WORKERS = "ConveyorWorkers."
 LEASES = "ConveyorLease."
@@ -149,3 +164,50 @@ def _extension_caller(raw: RawClient) -> Any:
         return resp.json()
 
     return call
+
+
+def test_the_server_takes_a_version_1_database_on(tmp_path: Path) -> None:
+    """A data directory made by schema version 1 (the embedded store's queue ids then
+    INTEGER PRIMARY KEY: a new queue took the id of the one deleted last): the server
+    starts on it, its queues and messages are all there, and a queue created now does not
+    inherit the deleted one's move task, which pointed at the id it would have taken."""
+    db = apsw.Connection(str(tmp_path / "conveyor.db"))
+    db.execute(sqlite.SCHEMA)  # version 1's tables, as a version-1 server made them
+    db.execute("INSERT INTO meta VALUES ('schema_version', '1')")
+    attributes = json.dumps({"MessageRetentionPeriod": "345600", "VisibilityTimeout": "30",
+                             "DelaySeconds": "0", "MaximumMessageSize": "262144",
+                             "ReceiveMessageWaitTimeSeconds": "0"})
+    for queue_id, name in ((1, "kept"), (2, "deleted")):
+        db.execute("INSERT INTO queues (id, region, name, attributes, tags, created_s,"
+                   " modified_s) VALUES (?, 'us-east-1', ?, ?, '{}', 0, 0)",
+                   (queue_id, name, attributes))
+    now_ms = int(time.time() * 1000)
+    for seq in range(1, 4):
+        db.execute("INSERT INTO messages (seq, queue_id, message_id, body, md5_body, sent_ms,"
+                   " sender_id, visible_at) VALUES (?, 1, ?, ?, ?, ?, 's', 0)",
+                   (seq, f"00000000-0000-4000-8000-00000000000{seq}", f"body-{seq}",
+                    hashlib.md5(f"body-{seq}".encode()).hexdigest(), now_ms))
+    db.execute("DELETE FROM queues WHERE id=2")
+    db.execute("INSERT INTO move_tasks VALUES ('h', 2, ?)", (json.dumps({
+        "handle": "h", "source_queue_id": 2, "destination_queue_id": 1,
+        "max_per_second": None, "status": "RUNNING", "started_ms": now_ms,
+        "extra": {"SourceArn": "arn:aws:sqs:us-east-1:000000000000:deleted"}}),))
+    db.close()
+    server = ServerProcess(tmp_path, "--mode", "relaxed").start()
+    try:
+        sqs = sqs_client(server.url)
+        kept = sqs.get_queue_url(QueueName="kept")["QueueUrl"]
+        assert counts(sqs, kept) == (3, 0, 0)
+        new = sqs.create_queue(QueueName="new")["QueueUrl"]
+        sqs.set_queue_attributes(QueueUrl=kept, Attributes=_redrive(
+            sqs.get_queue_attributes(QueueUrl=new, AttributeNames=["QueueArn"])[
+                "Attributes"]["QueueArn"]))
+        new_arn = f"arn:aws:sqs:us-east-1:000000000000:{queue_name_of(new)}"
+        assert _tasks(sqs, new_arn) == []
+        sqs.send_message(QueueUrl=new, MessageBody="x")
+        assert sorted(m["Body"] for m in receive_all(sqs, kept, 3)) == [
+            "body-1", "body-2", "body-3"]
+        server.restart()  # a second start finds version 2 and changes nothing
+        assert counts(sqs, new) == (1, 0, 0) and _tasks(sqs, new_arn) == []
+    finally:
+        server.stop()
