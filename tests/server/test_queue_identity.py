@@ -57,8 +57,9 @@ def test_a_deleted_queues_move_task_does_not_live_on_in_the_next_queue(
     for start in range(0, 30, 10):
         sqs.send_message_batch(QueueUrl=old, Entries=[
             {"Id": str(i), "MessageBody": f"old-{start + i}"} for i in range(10)])
-    sqs.start_message_move_task(SourceArn=old_arn, DestinationArn=make_queue.arn_of(dest),
-                                MaxNumberOfMessagesPerSecond=1)
+    old_handle = sqs.start_message_move_task(
+        SourceArn=old_arn, DestinationArn=make_queue.arn_of(dest),
+        MaxNumberOfMessagesPerSecond=1)["TaskHandle"]
     sqs.delete_queue(QueueUrl=old)
     new = make_queue(prefix="new")
     new_arn = make_queue.arn_of(new)
@@ -72,6 +73,10 @@ def test_a_deleted_queues_move_task_does_not_live_on_in_the_next_queue(
     wait_for(lambda: _tasks(sqs, new_arn) == [] and counts(sqs, new)[0] == 5,
              timeout_s=5, what="the new queue keeps its messages")
     assert counts(sqs, dest)[0] == moved_before
+    # The old task's handle names a source that no longer exists (LocalStack's recording of
+    # AWS, test_sqs_move_task.snapshot.json: ResourceNotFoundException for such a handle).
+    with raises_sqs("ResourceNotFoundException", 404):
+        sqs.cancel_message_move_task(TaskHandle=old_handle)
     handle = sqs.start_message_move_task(SourceArn=new_arn,
                                          DestinationArn=make_queue.arn_of(dest))["TaskHandle"]
     [task] = _tasks(sqs, new_arn)
