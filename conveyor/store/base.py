@@ -156,7 +156,8 @@ class Claim(Protocol):
         against SQS: maxReceiveCount 5, then "6"; a Lambda event from a dead-letter queue
         carried the source's ApproximateFirstReceiveTimestamp, 4 ms after its
         SentTimestamp). The dead-letter queue's own maxReceiveCount counts the same
-        receives."""
+        receives. A dead-letter queue deleted meanwhile takes none: they stay where they
+        are, in flight until the claim's visible-at time."""
 
 
 class Held(Protocol):

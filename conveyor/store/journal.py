@@ -48,7 +48,7 @@ from conveyor.store.base import (
     StoreError,
     Tally,
 )
-from conveyor.store.sqlite import SqliteStore, _translating
+from conveyor.store.sqlite import SqliteStore, _translated, _translating
 
 log = logging.getLogger("conveyor.store")
 
@@ -342,6 +342,10 @@ class JournaledStore(SqliteStore):
     def _dead_letter_held(self, queue_id: int, seqs: list[int], dead_letter_queue_id: int,
                           source_arn: str, now_ms: int,
                           systems: list[str | None] | None) -> None:
+        with _translated():
+            if self.db.execute("SELECT 1 FROM queues WHERE id=?",
+                               (dead_letter_queue_id,)).fetchone() is None:
+                return  # a dead-letter queue deleted meanwhile takes none: they stay
         self._record([["m", queue_id, seq, dead_letter_queue_id, now_ms, source_arn]
                       + ([systems[i]] if systems is not None else [])
                       for i, seq in enumerate(seqs)])

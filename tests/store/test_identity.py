@@ -26,11 +26,12 @@ from conveyor import lease_names
 from conveyor.clock import ManualClock
 from conveyor.cron.ledger import ledger_name
 from conveyor.cron.service import lease_name_for
-from conveyor.service import identity
+from conveyor.service import identity, rules
 from conveyor.sqs.errors import QueueDeletedRecently
 from conveyor.store import postgres, sqlite
+from conveyor.store.base import MoveTaskRecord
 from tests.store.conformance import CTX, Sqs, open_store, run
-from tests.store.helpers import KINDS
+from tests.store.helpers import ATTRIBUTES, KINDS, message
 from tests.support import require_postgres
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,6 +39,8 @@ ROOT = Path(__file__).resolve().parents[2]
 QUEUE_COLUMN = re.compile(r"queue")
 # Kept after a queue's deletion though keyed by its name: the deletion itself.
 KEPT_THOUGH_KEYED = {"deleted_queues"}
+NOW = 1_800_000_000_000
+PICK = rules.Picking(fifo_scan=100, fair_groups=rules.FAIR_GROUPS)
 
 
 async def tables(store: Any) -> dict[str, list[str]]:
@@ -365,3 +368,38 @@ def test_a_running_move_task_of_a_deleted_queue_moves_nothing_of_the_next(
                        DestinationArn=await sqs.arn(dest))
 
     run("sqlite", tmp_path, scenario)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_nothing_moves_into_a_deleted_queue_and_no_task_outlives_its_source(
+        kind: str, tmp_path: Path) -> None:
+    """What races a deletion finds the queue gone, whenever it read it: a dead letter for
+    a dead-letter queue deleted meanwhile stays in its queue, in flight (nothing is lost,
+    nothing lands under a dead id); a move into a deleted queue moves nothing; a move task
+    saved as its source is deleted is not kept."""
+    clock = ManualClock(NOW)
+
+    async def main() -> None:
+        store = await open_store(kind, tmp_path, clock)
+        try:
+            queue = await store.create_queue("us-east-1", "q", ATTRIBUTES, {}, 0)
+            gone = await store.create_queue("us-east-1", "gone", ATTRIBUTES, {}, 0)
+            await store.send(queue, [message(b, NOW - 1) for b in ("a", "b")], NOW, 0)
+            await store.delete_queue(gone, 0)
+            async with store.claim(queue, 1, NOW, 0, NOW + 30_000, PICK) as claim:
+                [taken] = claim.messages
+                await claim.dead_letter([taken.seq], gone.id, "arn:q", NOW)
+            tally = await store.tally(queue, NOW, 0)
+            assert (tally.get((True, False), 0), tally.get((False, True), 0)) == (1, 1)
+            [left] = await store.movable(queue, 10, NOW, 0)
+            assert await store.move([(left.seq, gone.id)], NOW) == 0
+            assert [m.body for m in await store.movable(queue, 10, NOW, 0)] == [left.body]
+            await store.save_move_task(MoveTaskRecord("h", gone.id, queue.id, None,
+                                                      "RUNNING", NOW))
+            assert await store.move_tasks(None) == []
+        finally:
+            await store.close()
+
+    if kind == "postgresql":
+        require_postgres()
+    asyncio.run(main())
