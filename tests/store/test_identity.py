@@ -15,11 +15,13 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
 
 import apsw
+import asyncpg
 import pytest
 
 from conveyor import lease_names
@@ -32,7 +34,7 @@ from conveyor.store import postgres, sqlite
 from conveyor.store.base import MoveTaskRecord
 from tests.store.conformance import CTX, Sqs, open_store, run
 from tests.store.helpers import ATTRIBUTES, KINDS, message
-from tests.support import require_postgres
+from tests.support import CREATED_SCHEMAS, POSTGRES_URL, require_postgres
 
 ROOT = Path(__file__).resolve().parents[2]
 # A table is keyed by a queue when a column names one, or when it is keyed by (region, name).
@@ -402,4 +404,47 @@ def test_nothing_moves_into_a_deleted_queue_and_no_task_outlives_its_source(
 
     if kind == "postgresql":
         require_postgres()
+    asyncio.run(main())
+
+
+def test_postgresql_migration_clears_what_deleted_queues_left(tmp_path: Path) -> None:
+    """A schema from before the migration that ends deleted queues' leftovers (8 when
+    written), where DeleteQueue left a queue's move tasks and charted minutes behind:
+    opening it applies the migration, which removes those and keeps the live queue's."""
+    require_postgres()
+    schema = "t_" + os.urandom(6).hex()
+    CREATED_SCHEMAS.append(schema)
+    ours = next(n for n, sql in postgres.MIGRATIONS
+                if "conveyor_move_tasks WHERE source_queue_id NOT IN" in sql)
+
+    async def main() -> None:
+        db = await asyncpg.connect(POSTGRES_URL)
+        try:
+            await db.execute(f'CREATE SCHEMA "{schema}"; SET search_path TO "{schema}"')
+            await db.execute("CREATE TABLE conveyor_schema (version INTEGER NOT NULL)")
+            for number, statements in postgres.MIGRATIONS:
+                if number < ours:
+                    await db.execute(statements)
+                    await db.execute("INSERT INTO conveyor_schema VALUES ($1)", number)
+            live = await db.fetchval(
+                "INSERT INTO conveyor_queues (region, name, attributes, tags, created_s,"
+                " modified_s) VALUES ('us-east-1', 'live', '{}', '{}', 0, 0) RETURNING id")
+            for handle, source in (("kept", live), ("stray", live + 1)):
+                await db.execute("INSERT INTO conveyor_move_tasks VALUES ($1, $2, '{}')",
+                                 handle, source)
+                await db.execute("INSERT INTO conveyor_activity (queue_id, minute, sent)"
+                                 " VALUES ($1, 1, 1)", source)
+        finally:
+            await db.close()
+        store = await postgres.PostgresStore(f"{POSTGRES_URL}?schema={schema}").open()
+        try:
+            async with store._conn() as conn:
+                assert await conn.fetchval("SELECT max(version) FROM conveyor_schema") >= ours
+                assert [r[0] for r in await conn.fetch(
+                    "SELECT handle FROM conveyor_move_tasks")] == ["kept"]
+                assert [r[0] for r in await conn.fetch(
+                    "SELECT queue_id FROM conveyor_activity")] == [live]
+        finally:
+            await store.close()
+
     asyncio.run(main())
