@@ -25,6 +25,7 @@ import re
 
 import orjson
 
+from conveyor import lease_names
 from conveyor.cron.leases.base import LeaseBackend, LeaseConflict, LeaseUnavailable
 from conveyor.runtime.hooks import TryLater
 
@@ -45,7 +46,7 @@ class LedgerBusy(TryLater):
 def ledger_name(lease_name: str, task: str) -> str:
     """The ledger record of one task (task names outside the lease alphabet are hashed)."""
     safe = task if _NAME_OK.fullmatch(task) else hashlib.sha256(task.encode()).hexdigest()[:32]
-    return f"{lease_name}#runs:{safe}"
+    return lease_names.cron_runs(lease_name, safe)
 
 
 class RunLedger:

@@ -14,6 +14,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from conveyor import lease_names
 from conveyor.client import Message, SQSClient, queue_name_from_url
 from conveyor.cron.clock import CronClock
 from conveyor.cron.cronfile import CronFileError, load_cron_file
@@ -59,8 +60,9 @@ def check_cron_config(config: Any) -> None:
 
 
 def lease_name_for(queue_name: str) -> str:
-    """The lease every daemon of one queue campaigns for."""
-    return f"conveyor-cron:{queue_name}"
+    """The lease every daemon of one queue campaigns for (named in conveyor/lease_names.py,
+    so that the queue's deletion ends it)."""
+    return lease_names.cron_leader(queue_name)
 
 
 def new_holder() -> str:

@@ -158,7 +158,10 @@ class Activity:
         return queue_id in self._series
 
     def forget(self, queue_id: int) -> None:
+        """Drop the queue's minutes, the ones not yet handed to a shared store too."""
         self._series.pop(queue_id, None)
+        for key in [k for k in self._unsaved if k[0] == queue_id]:
+            del self._unsaved[key]
 
     def history(self, queue_id: int, now_ms: int) -> History | None:
         """The queue's last hour, or None if it did nothing this node saw."""

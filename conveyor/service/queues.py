@@ -9,8 +9,8 @@ import orjson
 
 from conveyor.service import attributes as attrs
 from conveyor.service import rules, validate
-from conveyor.service.base import ServiceBase
 from conveyor.service.context import RequestContext
+from conveyor.service.identity import QueueEndings
 from conveyor.sqs.errors import (
     InvalidParameterValue,
     PurgeQueueInProgress,
@@ -23,7 +23,7 @@ from conveyor.store.base import Counts, QueueRecord, StoredMessage
 Request = dict[str, Any]
 
 
-class QueueActions(ServiceBase):
+class QueueActions(QueueEndings):
     async def create_queue(self, ctx: RequestContext, req: Request) -> dict[str, Any]:
         name = req["QueueName"]
         given = req.get("Attributes", {})
@@ -75,12 +75,7 @@ class QueueActions(ServiceBase):
         return self.paginate(names, req, "QueueUrls", ctx.queue_url)
 
     async def delete_queue(self, ctx: RequestContext, req: Request) -> dict[str, Any]:
-        queue = await self.queue(ctx, req["QueueUrl"])
-        await self.store.delete_queue(queue, self.clock.now_s())
-        self.forget(queue)
-        self.activity.forget(queue.id)
-        self.on_ready(queue, 1 << 30)  # parked long polls answer now (QueueDoesNotExist)
-        self.log.info("deleted queue %s in %s", queue.name, ctx.region)
+        await self.end_queue(await self.queue(ctx, req["QueueUrl"]))  # identity.py
         return {}
 
     async def purge_queue(self, ctx: RequestContext, req: Request) -> dict[str, Any]:

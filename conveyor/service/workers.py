@@ -32,6 +32,7 @@ from typing import Any
 
 import orjson
 
+from conveyor import lease_names
 from conveyor.service.base import ServiceBase
 from conveyor.service.context import RequestContext
 from conveyor.service.leases import checked_ttl_ms
@@ -88,7 +89,7 @@ class WorkerActions(ServiceBase):
 
     async def drain_requested(self, ctx: RequestContext, worker_id: str) -> bool:
         """True while a DrainWorker for this worker of the caller's region waits."""
-        drain = await self.store.lease_get(ctx.region, _drain_name(worker_id))
+        drain = await self.store.lease_get(ctx.region, lease_names.drain(worker_id))
         return drain is not None and drain.expires_ms > self.clock.now_ms()
 
     async def drain_worker(self, ctx: RequestContext, req: Request) -> dict[str, Any]:
@@ -98,7 +99,7 @@ class WorkerActions(ServiceBase):
                    for w in await self.live_workers()):
             raise InvalidParameterValue(f"No live worker {worker_id} in {ctx.region}.")
         who = ctx.sender_id or "anonymous"
-        await self.store.lease_acquire(ctx.region, _drain_name(worker_id), who,
+        await self.store.lease_acquire(ctx.region, lease_names.drain(worker_id), who,
                                        DRAIN_WAIT_MS, self.clock.now_ms())
         self.log.info("drain requested: worker=%s by access key %s", worker_id, who)
         self.on_drain(worker_id)
@@ -111,7 +112,7 @@ class WorkerActions(ServiceBase):
         if not isinstance(decision, dict) or len(orjson.dumps(decision)) > MAX_DECISION_BYTES:
             raise InvalidParameterValue(
                 f"Decision must be a JSON object of at most {MAX_DECISION_BYTES} bytes.")
-        name, now_ms = _timeline_name(queue), self.clock.now_ms()
+        name, now_ms = lease_names.scaling_decisions(queue), self.clock.now_ms()
         entry = {**decision, "At": now_ms}
         for _ in range(_WRITE_TRIES):
             # Always ours to take (one holder for all), so never None; read at this version.
@@ -134,7 +135,7 @@ class WorkerActions(ServiceBase):
 
     async def scaling_decisions(self, region: str, queue: str) -> list[dict[str, Any]]:
         """The queue's recorded scaling decisions, the newest first."""
-        lease = await self.store.lease_get(region, _timeline_name(queue))
+        lease = await self.store.lease_get(region, lease_names.scaling_decisions(queue))
         return _decisions(lease, self.clock.now_ms()) if lease is not None else []
 
     async def list_workers(self, ctx: RequestContext, req: Request) -> dict[str, Any]:
@@ -158,14 +159,6 @@ class WorkerActions(ServiceBase):
 
 
 _TIMELINE = "timeline"  # the holder of every timeline record: any scaler may append
-
-
-def _drain_name(worker_id: str) -> str:
-    return f"drain worker {worker_id}"
-
-
-def _timeline_name(queue: str) -> str:
-    return f"scaling decisions {queue}"
 
 
 def _decisions(lease: LeaseRecord, now_ms: int) -> list[dict[str, Any]]:

@@ -156,7 +156,8 @@ class Claim(Protocol):
         against SQS: maxReceiveCount 5, then "6"; a Lambda event from a dead-letter queue
         carried the source's ApproximateFirstReceiveTimestamp, 4 ms after its
         SentTimestamp). The dead-letter queue's own maxReceiveCount counts the same
-        receives."""
+        receives. A dead-letter queue deleted meanwhile takes none: they stay where they
+        are, in flight until the claim's visible-at time."""
 
 
 class Held(Protocol):
@@ -201,6 +202,19 @@ class MoveTaskRecord:
     to_move: int = 0
     failure: str | None = None
     extra: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class QueueEnding:
+    """What a queue's deletion ends beside the rows keyed by its id (its own row with its
+    attributes, tags and Policy, its messages, deduplication ids, move tasks and activity),
+    as the service decided it (service/identity.py). A store ends all of it in the
+    transaction that deletes the queue's row."""
+
+    lease_names: list[str] = field(default_factory=list)  # lease records of its region
+    lease_prefixes: list[str] = field(default_factory=list)  # ... whose names begin so
+    worker_ids: list[str] = field(default_factory=list)  # announcements to forget
+    failed_tasks: list[MoveTaskRecord] = field(default_factory=list)  # other queues' tasks
 
 
 @dataclass
@@ -249,7 +263,11 @@ class Store(Protocol):
     async def get_queue_by_id(self, queue_id: int) -> QueueRecord | None: ...
     async def list_queues(self, region: str | None, prefix: str) -> list[QueueRecord]: ...
     async def update_queue(self, queue: QueueRecord) -> None: ...
-    async def delete_queue(self, queue: QueueRecord, now_s: int) -> None: ...
+    async def delete_queue(self, queue: QueueRecord, now_s: int,
+                           ending: QueueEnding | None = None) -> None:
+        """Delete the queue and every row keyed by its id (each store's TABLE_KINDS says
+        which tables hold what), end what `ending` names, and note the name as deleted at
+        `now_s`; the queue's id is never handed out again."""
     async def deleted_at(self, region: str, name: str) -> int | None: ...
 
     # messages
@@ -319,13 +337,15 @@ class Store(Protocol):
         ...
     async def move(self, moves: list[tuple[int, int]], now_ms: int) -> int:
         """Move each (seq, destination queue id) that is still visible as a fresh, visible
-        message of its destination; how many moved."""
+        message of its destination, if that queue still exists; how many moved."""
         ...
     async def dead_letter_origins(self, queue: QueueRecord) -> list[str]:
         """The distinct source-queue ARNs of the queue's dead letters (every message in it,
         visible or not): where a move task without a destination would send them."""
         ...
-    async def save_move_task(self, task: MoveTaskRecord) -> None: ...
+    async def save_move_task(self, task: MoveTaskRecord) -> None:
+        """Insert or replace the task, while its source queue exists: a task saved as its
+        source is deleted is not left behind."""
     async def move_tasks(self, source_queue_id: int | None) -> list[MoveTaskRecord]: ...
 
     # leases (leader election): conditional writes, None when the condition fails

@@ -42,13 +42,14 @@ from conveyor.store.base import (
     Handle,
     NewMessage,
     Picking,
+    QueueEnding,
     QueueRecord,
     SentMessage,
     StoredMessage,
     StoreError,
     Tally,
 )
-from conveyor.store.sqlite import SqliteStore, _translating
+from conveyor.store.sqlite import SqliteStore, _translated, _translating
 
 log = logging.getLogger("conveyor.store")
 
@@ -345,6 +346,10 @@ class JournaledStore(SqliteStore):
     def _dead_letter_held(self, queue_id: int, seqs: list[int], dead_letter_queue_id: int,
                           source_arn: str, now_ms: int,
                           systems: list[str | None] | None) -> None:
+        with _translated():
+            if self.db.execute("SELECT 1 FROM queues WHERE id=?",
+                               (dead_letter_queue_id,)).fetchone() is None:
+                return  # a dead-letter queue deleted meanwhile takes none: they stay
         self._record([["m", queue_id, seq, dead_letter_queue_id, now_ms, source_arn]
                       + ([systems[i]] if systems is not None else [])
                       for i, seq in enumerate(seqs)])
@@ -416,12 +421,13 @@ class JournaledStore(SqliteStore):
     async def create_queue(self, region: str, name: str, attributes: dict[str, str],
                            tags: dict[str, str], now_s: int) -> QueueRecord:
         queue = await super().create_queue(region, name, attributes, tags, now_s)
-        self._sqlite_idle_until.pop(queue.id, None)  # SQLite may reuse a deleted queue's id
+        self._sqlite_idle_until.pop(queue.id, None)
         return queue
 
-    async def delete_queue(self, queue: QueueRecord, now_s: int) -> None:
+    async def delete_queue(self, queue: QueueRecord, now_s: int,
+                           ending: QueueEnding | None = None) -> None:
         await self._checkpoint()
-        await super().delete_queue(queue, now_s)
+        await super().delete_queue(queue, now_s, ending)
         if queue.id in self._pending:  # sent while the backlog was being deleted
             self._record([["q", queue.id]])
         self._sqlite_idle_until.pop(queue.id, None)

@@ -39,6 +39,7 @@ from conveyor.store.base import (
     MoveTaskRecord,
     NewMessage,
     Picking,
+    QueueEnding,
     QueueRecord,
     SentMessage,
     StoredMessage,
@@ -189,8 +190,22 @@ CREATE TABLE conveyor_sign_in_failures (
     last_ms   BIGINT NOT NULL     -- the latest failure (the database's time)
 );
 CREATE INDEX conveyor_sign_in_failures_last ON conveyor_sign_in_failures (last_ms);
+"""), (9, """
+-- DeleteQueue ends every record keyed by the queue (DESIGN.md, invariant 6); before, its
+-- move tasks and charted minutes stayed behind, where nothing could list or end them.
+-- (Queue ids were never reused here: a sequence hands each value out once.)
+DELETE FROM conveyor_move_tasks WHERE source_queue_id NOT IN (SELECT id FROM conveyor_queues);
+DELETE FROM conveyor_activity WHERE queue_id NOT IN (SELECT id FROM conveyor_queues);
 """)]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
+
+# What each table holds, by the record kinds of service/identity.py, which says how a
+# queue's deletion ends each (tests/store/test_identity.py compares this with the schema).
+TABLE_KINDS = {"conveyor_queues": "queue", "conveyor_deleted_queues": "deleted_queues",
+               "conveyor_messages": "messages", "conveyor_dedup": "dedup",
+               "conveyor_move_tasks": "move_tasks", "conveyor_leases": "leases",
+               "conveyor_workers": "workers", "conveyor_activity": "activity",
+               "conveyor_schema": "meta", "conveyor_sign_in_failures": "sign_ins"}
 _MIGRATION_LOCK = 0x636F6E76  # advisory lock key: one node migrates at a time
 
 _COLUMNS = ("seq, message_id, body, md5_body, attributes, md5_attributes, system, sent_ms,"
@@ -316,6 +331,8 @@ _DEAD_LETTER = (
     " system=CASE WHEN $6 THEN d.system ELSE m.system END"
     " FROM unnest($4::bigint[], $7::text[]) AS d(seq, system)"
     " WHERE m.seq=d.seq AND m.receipt=$5"
+    # A dead-letter queue deleted meanwhile takes nothing: they stay, in flight.
+    " AND EXISTS (SELECT 1 FROM conveyor_queues WHERE id=$1 FOR KEY SHARE)"
 )
 
 _DB_NOW_MS = "SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint"
@@ -607,11 +624,28 @@ class PostgresStore:
                 " purged_s=$4 WHERE id=$5", _json(queue.attributes), _json(queue.tags),
                 queue.modified_s, queue.purged_s, queue.id)
 
-    async def delete_queue(self, queue: QueueRecord, now_s: int) -> None:
+    async def delete_queue(self, queue: QueueRecord, now_s: int,
+                           ending: QueueEnding | None = None) -> None:
+        ending = ending or QueueEnding()
         async with self._tx() as db:
+            # The queue's row first: saves of its move tasks and moves into it, which lock
+            # it FOR KEY SHARE, then wait for this transaction and find it gone.
             await db.execute("DELETE FROM conveyor_queues WHERE id=$1", queue.id)
-            await db.execute("DELETE FROM conveyor_messages WHERE queue_id=$1", queue.id)
-            await db.execute("DELETE FROM conveyor_dedup WHERE queue_id=$1", queue.id)
+            for table, column in (("conveyor_messages", "queue_id"),
+                                  ("conveyor_dedup", "queue_id"),
+                                  ("conveyor_move_tasks", "source_queue_id"),
+                                  ("conveyor_activity", "queue_id")):
+                await db.execute(f"DELETE FROM {table} WHERE {column}=$1", queue.id)
+            if ending.failed_tasks:
+                await db.executemany(
+                    "UPDATE conveyor_move_tasks SET record=$2::jsonb WHERE handle=$1",
+                    [(t.handle, _json(t.__dict__)) for t in ending.failed_tasks])
+            await db.execute(
+                "DELETE FROM conveyor_leases WHERE region=$1 AND (name = ANY($2::text[])"
+                " OR EXISTS (SELECT 1 FROM unnest($3::text[]) p WHERE starts_with(name, p)))",
+                queue.region, ending.lease_names, ending.lease_prefixes)
+            await db.execute("DELETE FROM conveyor_workers WHERE worker_id = ANY($1::text[])",
+                             ending.worker_ids)
             await db.execute(
                 "INSERT INTO conveyor_deleted_queues VALUES ($1, $2, $3) ON CONFLICT (region,"
                 " name) DO UPDATE SET deleted_s=EXCLUDED.deleted_s", queue.region, queue.name,
@@ -889,18 +923,23 @@ class PostgresStore:
 
     async def move(self, moves: list[tuple[int, int]], now_ms: int) -> int:
         async with self._conn() as db:
+            # Only into queues that exist, locked against their deletion meanwhile.
             rows = await db.fetch(
-                "UPDATE conveyor_messages m SET queue_id=mv.dest, visible_at=$3,"
+                "WITH live AS (SELECT id FROM conveyor_queues WHERE id = ANY($2::bigint[])"
+                " FOR KEY SHARE) UPDATE conveyor_messages m SET queue_id=mv.dest, visible_at=$3,"
                 " receive_count=0, first_receive_ms=NULL, receipt=NULL, dlq_source_arn=NULL"
                 " FROM unnest($1::bigint[], $2::bigint[]) AS mv(seq, dest)"
-                " WHERE m.seq=mv.seq AND m.visible_at<=$3 RETURNING m.seq",
+                " WHERE m.seq=mv.seq AND m.visible_at<=$3 AND mv.dest IN (SELECT id FROM live)"
+                " RETURNING m.seq",
                 [s for s, _ in moves], [d for _, d in moves], now_ms)
         return len(rows)
 
     async def save_move_task(self, task: MoveTaskRecord) -> None:
         async with self._tx() as db:
+            # Only while its source exists, locked against its deletion meanwhile.
             await db.execute(
-                "INSERT INTO conveyor_move_tasks VALUES ($1, $2, $3::jsonb) ON CONFLICT (handle)"
+                "INSERT INTO conveyor_move_tasks SELECT $1, $2, $3::jsonb WHERE EXISTS"
+                " (SELECT 1 FROM conveyor_queues WHERE id=$2 FOR KEY SHARE) ON CONFLICT (handle)"
                 " DO UPDATE SET record=EXCLUDED.record", task.handle, task.source_queue_id,
                 _json(task.__dict__))
 

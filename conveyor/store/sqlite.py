@@ -45,6 +45,7 @@ from conveyor.store.base import (
     MoveTaskRecord,
     NewMessage,
     Picking,
+    QueueEnding,
     QueueRecord,
     SentMessage,
     StoredMessage,
@@ -52,11 +53,13 @@ from conveyor.store.base import (
     Tally,
 )
 
-SCHEMA_VERSION = 1
 T = TypeVar("T")
 
+# Version 1's tables, made idempotently at every start (with the indexes added since, which
+# need no version); MIGRATIONS below take every database, new or old, on from there.
 SCHEMA = """
--- One row per queue. `attributes` and `tags` are JSON objects of strings.
+-- One row per queue. `attributes` and `tags` are JSON objects of strings. Its `id` is
+-- AUTOINCREMENT since migration 2: never handed out again (see MIGRATIONS).
 CREATE TABLE IF NOT EXISTS queues (
     id          INTEGER PRIMARY KEY,
     region      TEXT NOT NULL,
@@ -158,6 +161,46 @@ CREATE INDEX IF NOT EXISTS sign_in_failures_last ON sign_in_failures (last_ms);
 
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
+
+# Versioned changes every database goes through at start-up, each in the start-up's one
+# transaction: (version, statements). Append only; never edit a released one.
+MIGRATIONS: list[tuple[int, str]] = [(2, """
+-- A queue's id is never handed out again (DESIGN.md, invariant 6): without AUTOINCREMENT
+-- SQLite gave a new queue the largest id + 1, so the id of the queue deleted last, and
+-- what still named that id (a running move task) lived on in the new queue. The table is
+-- rebuilt with the same rows; the next id is past every id any record names.
+CREATE TABLE queues_v2 (
+    id          INTEGER PRIMARY KEY AUTOINCREMENT,
+    region      TEXT NOT NULL,
+    name        TEXT NOT NULL,
+    attributes  TEXT NOT NULL,
+    tags        TEXT NOT NULL,
+    created_s   INTEGER NOT NULL,
+    modified_s  INTEGER NOT NULL,
+    purged_s    INTEGER NOT NULL DEFAULT 0,
+    UNIQUE (region, name)
+);
+INSERT INTO queues_v2 (id, region, name, attributes, tags, created_s, modified_s, purged_s)
+    SELECT id, region, name, attributes, tags, created_s, modified_s, purged_s FROM queues;
+DROP TABLE queues;
+ALTER TABLE queues_v2 RENAME TO queues;
+DELETE FROM sqlite_sequence WHERE name='queues';
+INSERT INTO sqlite_sequence (name, seq) SELECT 'queues', COALESCE(max(id), 0) FROM (
+    SELECT max(id) AS id FROM queues
+    UNION ALL SELECT max(queue_id) FROM messages
+    UNION ALL SELECT max(queue_id) FROM dedup
+    UNION ALL SELECT max(source_queue_id) FROM move_tasks
+    UNION ALL SELECT max(json_extract(record, '$.destination_queue_id')) FROM move_tasks);
+-- Move tasks of queues deleted before this version: nothing can list or end them.
+DELETE FROM move_tasks WHERE source_queue_id NOT IN (SELECT id FROM queues);
+""")]
+SCHEMA_VERSION = MIGRATIONS[-1][0]
+
+# What each table holds, by the record kinds of service/identity.py, which says how a
+# queue's deletion ends each (tests/store/test_identity.py compares this with the schema).
+TABLE_KINDS = {"queues": "queue", "deleted_queues": "deleted_queues", "messages": "messages",
+               "dedup": "dedup", "move_tasks": "move_tasks", "leases": "leases",
+               "workers": "workers", "meta": "meta", "sign_in_failures": "sign_ins"}
 
 _INSERT = (
     "INSERT INTO messages (seq, queue_id, message_id, body, md5_body, attributes,"
@@ -279,7 +322,7 @@ class SqliteStore:
             self.db.execute(f"PRAGMA {pragma}")
         self.db.execute(SCHEMA)  # idempotent
         with self._write_now():
-            self._check_version()
+            self._migrate()
         self._last_seq = self.db.execute("SELECT COALESCE(MAX(seq), 0) FROM messages").fetchone()[0]
         # Receipt tokens: unguessable enough to tell receives apart, without a syscall each.
         self._tokens = random.Random(os.urandom(32))
@@ -295,13 +338,19 @@ class SqliteStore:
         self._last_seq = max(self._last_seq + 1, time.time_ns() // 1000)
         return self._last_seq
 
-    def _check_version(self) -> None:
+    def _migrate(self) -> None:
+        """Take the database from its schema version (1 when new: SCHEMA's) to ours."""
         row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-        if row is None:
-            self.db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-        elif int(row[0]) > SCHEMA_VERSION:
-            raise StoreError(f"{self.path} holds schema version {row[0]}; this Conveyor "
+        version = 1 if row is None else int(row[0])
+        if version > SCHEMA_VERSION:
+            raise StoreError(f"{self.path} holds schema version {version}; this Conveyor "
                              f"understands up to {SCHEMA_VERSION}. Upgrade Conveyor.")
+        for number, statements in MIGRATIONS:
+            if number > version:
+                self.db.execute(statements)
+                version = number
+        self.db.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)",
+                        (str(version),))
 
     async def announce(self, queue_id: int, count: int) -> None:
         """Nothing to tell: no other node shares this store."""
@@ -386,16 +435,28 @@ class SqliteStore:
                        " WHERE id=?", (_json(queue.attributes), _json(queue.tags),
                                        queue.modified_s, queue.purged_s, queue.id))
 
-    async def delete_queue(self, queue: QueueRecord, now_s: int) -> None:
+    async def delete_queue(self, queue: QueueRecord, now_s: int,
+                           ending: QueueEnding | None = None) -> None:
         # The backlog first, a chunk at a time, while the queue still exists (SQS takes
-        # up to 60 s too); then the queue and what was sent meanwhile, at once.
+        # up to 60 s too); then the queue and all else it ends, at once.
         await self._delete_messages("queue_id=?", (queue.id,))
+        ending = ending or QueueEnding()
         async with self._write() as db:
             db.execute("DELETE FROM queues WHERE id=?", (queue.id,))
             db.execute("DELETE FROM messages WHERE queue_id=?", (queue.id,))
             db.execute("DELETE FROM dedup WHERE queue_id=?", (queue.id,))
+            db.execute("DELETE FROM move_tasks WHERE source_queue_id=?", (queue.id,))
+            db.executemany("UPDATE move_tasks SET record=? WHERE handle=?",
+                           [(_json(t.__dict__), t.handle) for t in ending.failed_tasks])
+            db.executemany("DELETE FROM leases WHERE region=? AND name=?",
+                           [(queue.region, name) for name in ending.lease_names])
+            db.executemany("DELETE FROM leases WHERE region=? AND substr(name, 1, ?)=?",
+                           [(queue.region, len(p), p) for p in ending.lease_prefixes])
+            db.executemany("DELETE FROM workers WHERE worker_id=?",
+                           [(w,) for w in ending.worker_ids])
             db.execute("INSERT OR REPLACE INTO deleted_queues VALUES (?, ?, ?)",
                        (queue.region, queue.name, now_s))
+        self._fair_cursor.pop(queue.id, None)
 
     async def deleted_at(self, region: str, name: str) -> int | None:
         row = self.db.execute("SELECT deleted_s FROM deleted_queues WHERE region=? AND name=?",
@@ -480,7 +541,9 @@ class SqliteStore:
         db.executemany(
             "UPDATE messages SET queue_id=?, visible_at=?, receive_count=receive_count-1,"
             " receipt=NULL, dlq_source_arn=?,"
-            " system=CASE WHEN ?5 THEN ?6 ELSE system END WHERE seq=?4",
+            " system=CASE WHEN ?5 THEN ?6 ELSE system END WHERE seq=?4"
+            # A dead-letter queue deleted meanwhile takes nothing: they stay, in flight.
+            " AND EXISTS (SELECT 1 FROM queues WHERE id=?1)",
             [(dead_letter_queue_id, now_ms, source_arn, seq, systems is not None,
               systems[i] if systems is not None else None) for i, seq in enumerate(seqs)])
 
@@ -692,8 +755,8 @@ class SqliteStore:
         for queue_id, cutoff_ms in cutoffs.items():
             removed += await self._delete_messages("queue_id=? AND sent_ms<=?",
                                                    (queue_id, cutoff_ms))
-        # Messages of a queue that is gone (moved to it as it was deleted), before a new
-        # queue takes its id: each chunk checks again that the queue is still gone.
+        # Messages of a queue that is gone (held in the journal's memory as it was
+        # deleted): each chunk checks again that the queue is still gone.
         live = {row[0] for row in self.db.execute("SELECT id FROM queues")}
         for queue_id in self._message_queue_ids() - live:
             await self._delete_messages("queue_id=? AND queue_id NOT IN (SELECT id FROM"
@@ -743,6 +806,10 @@ class SqliteStore:
     async def move(self, moves: list[tuple[int, int]], now_ms: int) -> int:
         """Move messages (seq → destination queue id) as fresh, visible messages."""
         async with self._write() as db:
+            live = {dest for dest, in db.execute(
+                f"SELECT id FROM queues WHERE id IN ({','.join('?' * len(moves))})",
+                [dest for _, dest in moves])} if moves else set()
+            moves = [(seq, dest) for seq, dest in moves if dest in live]
             return sum(_changed(
                 db, "UPDATE messages SET queue_id=?, visible_at=?, receive_count=0,"
                 " first_receive_ms=NULL, receipt=NULL, dlq_source_arn=NULL"
@@ -751,7 +818,8 @@ class SqliteStore:
 
     async def save_move_task(self, task: MoveTaskRecord) -> None:
         async with self._write() as db:
-            db.execute("INSERT OR REPLACE INTO move_tasks VALUES (?, ?, ?)",
+            db.execute("INSERT OR REPLACE INTO move_tasks SELECT ?1, ?2, ?3"
+                       " WHERE EXISTS (SELECT 1 FROM queues WHERE id=?2)",
                        (task.handle, task.source_queue_id, _json(task.__dict__)))
 
     async def lease_acquire(self, region: str, name: str, holder: str, ttl_ms: int,
