@@ -705,8 +705,10 @@ def test_switching_a_fifo_queue_to_high_throughput_keeps_delivering(kind: str,
     "Enabling high throughput for FIFO queues": DeduplicationScope=messageGroup,
     FifoThroughputLimit=perMessageGroupId; LocalStack's AWS-validated
     test_fifo_message_attributes receives from such a queue as from any FIFO queue): what
-    was queued before comes first and in order, each group's order holds, and deduplication
-    from then on is per group."""
+    was queued before comes first and in order and each group's order holds. Deduplication
+    stays in the scope the queue was created with, as AWS does (localstack/localstack#10324
+    and #10887, maintainers reporting AWS's behaviour; tests/server/
+    test_aws_recorded_deviations.py): b0 repeats a0's id across groups and is dropped."""
     async def scenario(sqs: Sqs) -> None:
         url = await sqs.create("q.fifo", FifoQueue="true")
         for i in range(3):
@@ -716,7 +718,7 @@ def test_switching_a_fifo_queue_to_high_throughput_keeps_delivering(kind: str,
         await sqs.send(url, "b0", MessageGroupId="b", MessageDeduplicationId="d0")
         await sqs.send(url, "a3", MessageGroupId="a", MessageDeduplicationId="x")
         await sqs.send(url, "a3-again", MessageGroupId="a", MessageDeduplicationId="x")
-        assert await sqs.bodies(url, 10) == ["a0", "a1", "a2", "a3", "b0"]
+        assert await sqs.bodies(url, 10) == ["a0", "a1", "a2", "a3"]
 
     run(kind, tmp_path, scenario)
 
