@@ -112,8 +112,8 @@ class Reader:
         self.env = {**env, "HOME": str(home), "PYTHONPATH": str(ROOT),
                     "CONVEYOR_PORT": str(port),
                     "CONVEYOR_ENDPOINT_URL": f"http://127.0.0.1:{port}",
-                    "PATH": f"{Path(sys.executable).parent}{os.pathsep}"
-                            f"{os.environ.get('PATH', '')}"}
+                    "PATH": os.pathsep.join((str(bin_dir), str(Path(sys.executable).parent),
+                                             os.environ.get("PATH", "")))}
 
     def ports(self, code: str) -> str:
         """The block's text with the test's ports."""
