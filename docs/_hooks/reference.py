@@ -150,12 +150,16 @@ def metrics_reference() -> str:
 Family = tuple[str, str, list[str], str]
 
 
+def all_families() -> list[Family]:
+    """Every metric of every part: (name, type, labels, help)."""
+    return _server_metrics() + _worker_metrics() + _cron_metrics() + _scale_metrics()
+
+
 def metric_names() -> set[str]:
     """Every metric name a scrape can show (counters with their `_total`, histograms with
     `_bucket`, `_sum`, `_count`); what deploy/monitoring's files may refer to."""
     names = set()
-    for name, kind, _, _ in (_server_metrics() + _worker_metrics() + _cron_metrics()
-                             + _scale_metrics()):
+    for name, kind, _, _ in all_families():
         names.add(name)
         if kind == "histogram":
             names.update(f"{name}{suffix}" for suffix in ("_bucket", "_sum", "_count"))
@@ -217,5 +221,33 @@ def _touch(registry: Any) -> None:
             collector.labels(*["x"] * len(names))
 
 
+# --- SQS actions -------------------------------------------------------------------------
+
+def sqs_actions() -> str:
+    """Every action of botocore's SQS model, and whether the service answers it."""
+    from conveyor.service import Service
+    from conveyor.sqs.shapes import service_model
+
+    model = service_model()
+    out = ["| action | Conveyor | what it does (the API reference's summary) |",
+           "| --- | --- | --- |"]
+    for name in sorted(model.operation_names):
+        # ReceiveMessage is answered by the server itself (it may park a long poll).
+        answered = name == "ReceiveMessage" or hasattr(Service, _snake(name))
+        summary = _first_sentence(model.operation_model(name).documentation)
+        out.append(f"| `{name}` | {'yes' if answered else '**no**'} | {_cell(summary)} |")
+    return "\n".join(out) + "\n"
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def _first_sentence(html: str) -> str:
+    text = " ".join(re.sub(r"<[^>]+>", " ", html or "").split())
+    match = re.match(r"(.+?\.)(\s|$)", text)
+    return match[1] if match else text
+
+
 GENERATORS = {"cli": cli_reference, "worker-options": worker_options,
-              "metrics": metrics_reference}
+              "metrics": metrics_reference, "sqs-actions": sqs_actions}
