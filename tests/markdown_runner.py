@@ -19,7 +19,7 @@ directives separated by `;`:
 - `stops with "TEXT"`: after its Ctrl-C, the background block must print TEXT and exit;
 - `prints "TEXT"`: the block's output must contain TEXT;
 - `then "TEXT"`: after the block, some background block prints TEXT (a new line of it);
-- `skip`: shown to the reader, never run (say why in the comment);
+- `skip (why)`: shown to the reader, never run (the whole comment is the reason);
   a `text` block is output shown to the reader, never run either;
 - any other `NAME "ARG"`: a check the test hands the runner under NAME.
 """
@@ -80,12 +80,12 @@ def blocks(path: Path, section: str | None = None) -> list[Block]:
 def _directives(note: str) -> list[tuple[str, str]]:
     if not note.startswith("test:"):
         return []
+    body = note.removeprefix("test:").strip()
+    if body.startswith("skip"):  # the rest is the reason, whatever it holds
+        return [("skip", body.removeprefix("skip").strip())]
     out = []
-    for part in note.removeprefix("test:").split(";"):
+    for part in body.split(";"):
         if not part.strip():
-            continue
-        if part.strip().startswith("skip"):
-            out.append(("skip", ""))
             continue
         if part.strip().startswith("save as "):
             out.append(("save as", part.strip().removeprefix("save as ").strip()))
