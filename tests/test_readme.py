@@ -5,6 +5,7 @@ checked to reach the app at /tasks, then Ctrl-C."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from tests.markdown_runner import ROOT, Reader, blocks, run_blocks
@@ -32,3 +33,14 @@ def test_readme_keeps_the_two_commands_first() -> None:
     assert first.startswith("make run") and "make test" in first
     assert "Both need only Python 3.11+" in text
     assert "../" not in text, "the README links only inside the repository"
+
+
+def test_readme_links_lead_to_files_in_the_repository() -> None:
+    text = (ROOT / "README.md").read_text()
+    links = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text)
+    assert links, "the README points into docs/"
+    for link in links:
+        if link.startswith(("http://", "https://")):
+            continue
+        target = (ROOT / link).resolve()
+        assert target.is_relative_to(ROOT) and target.exists(), f"README links {link}"
