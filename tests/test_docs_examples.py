@@ -11,7 +11,8 @@ import pytest
 from tests.markdown_runner import ROOT, Reader, blocks, run_blocks
 from tests.support import free_port
 
-PAGES = ["how-to/large-payloads.md", "how-to/elastic-beanstalk.md", "operations/backups.md"]
+PAGES = ["how-to/large-payloads.md", "how-to/elastic-beanstalk.md", "how-to/security.md",
+         "operations/backups.md"]
 
 
 @pytest.mark.parametrize("page", PAGES)
