@@ -18,6 +18,9 @@ directives separated by `;`:
   at the end it gets Ctrl-C, in reverse order of starting;
 - `stops with "TEXT"`: after its Ctrl-C, the background block must print TEXT and exit;
 - `prints "TEXT"`: the block's output must contain TEXT;
+- `eventually prints "TEXT"`: the block is run again (as a reader would, a moment later)
+  until its output contains TEXT: for counts that follow an event by a moment, as SQS's
+  approximate counts do;
 - `then "TEXT"`: after the block, some background block prints TEXT (a new line of it);
 - `skip (why)`: shown to the reader, never run (the whole comment is the reason);
   a `text` block is output shown to the reader, never run either;
@@ -252,6 +255,12 @@ def run_blocks(found: list[Block], reader: Reader, checks: dict[str, Check] | No
                     pytest.fail(f"{code}\nnever printed {until!r}:\n{started.output}")
                 continue
             out = _run_one(block, code, shell, reader)
+            for text in block.args("eventually prints"):
+                deadline = time.monotonic() + WAIT_S
+                while text not in out and time.monotonic() < deadline:
+                    time.sleep(0.5)
+                    out = _run_one(block, code, shell, reader)
+                assert text in out, f"{code}\nnever printed {text!r}; last printed:\n{out}"
             for text in block.args("prints"):
                 assert text in out, f"{code}\nshould print {text!r}; printed:\n{out}"
             for text in block.args("then"):
@@ -272,7 +281,8 @@ def run_blocks(found: list[Block], reader: Reader, checks: dict[str, Check] | No
         shell.close()
 
 
-_KNOWN = {"save as", "background until", "stops with", "prints", "then", "skip"}
+_KNOWN = {"save as", "background until", "stops with", "prints", "eventually prints", "then",
+          "skip"}
 
 
 def _run_one(block: Block, code: str, shell: Shell, reader: Reader) -> str:
