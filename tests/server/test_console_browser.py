@@ -9,7 +9,7 @@ real worker's failures and version, drains it with its button, and reads an auto
 decisions as a timeline. A read-only key sees no buttons and its forged POST is refused.
 It needs Chromium (`apt-get install chromium`) and the `playwright` package (dev extras);
 without them it skips locally and fails in CI. Screenshots go to $CONVEYOR_SCREENSHOTS
-(docs/ for the README) or a temporary folder.
+(docs/, for the documentation site) or a temporary folder.
 """
 
 from __future__ import annotations
