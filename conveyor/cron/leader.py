@@ -32,7 +32,9 @@ renewals, instead of one every few seconds. Safety does not rest on these times:
 claim is a conditional write at the version the leader holds, judged by the backend's
 clock, and a leader sends only while its last write is certainly still in force.
 A leader killed without a word is therefore replaced `ttl_s` after the run it would have
-enqueued, as before (a quarter TTL later at most than a follower looking every quarter).
+enqueued (plus a quarter TTL at most, as when followers looked every quarter TTL); one
+that hands its lease back (SIGTERM) is replaced at the next due run, whose message then
+goes a quarter TTL late at most. Nothing due in between needed a leader.
 """
 
 from __future__ import annotations
