@@ -327,3 +327,28 @@ def test_a_refused_lease_api_is_asked_again_hourly_not_every_few_seconds(moto_ur
             assert sum(calls.values()) == 2, calls
 
     run(scenario(), timeout_s=60)
+
+
+def test_a_leader_that_hands_over_is_replaced_at_the_next_due_run(clock_server, tmp_path):
+    """SIGTERM: the lease is released; the follower, asleep until its next due run, takes
+    it then and enqueues that run a quarter TTL late at most."""
+    start = aligned_minute(5)
+    cron_file = _cron(tmp_path, "*/10 * * * *")
+    first_due = (int(start) // 600 + 1) * 600
+
+    async def scenario() -> None:
+        async with SQSClient(clock_server.url) as sqs:
+            queue_url = await sqs.create_queue("handover-" + uuid.uuid4().hex[:8])
+            time = SimTime(clock_server, start)
+            leader = Daemon("leader", sqs, time, queue_url, cron_file)
+            follower = Daemon("follower", sqs, time, queue_url, cron_file)
+            follower.wake_s = 1.0
+            await simulate([leader, follower], first_due - 60 - start)
+            await time.sync()
+            await leader.scheduler.resign()
+            await simulate([follower], first_due + 2 * TTL_S - start)
+            assert not leader.sent and follower.scheduler.leader
+            assert [run.at_ms / 1000 for run, _ in follower.sent] == [first_due]
+            assert 0 <= follower.sent[0][1] - first_due <= TTL_S / 4 + 0.01
+
+    run(scenario(), timeout_s=120)
