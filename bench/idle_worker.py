@@ -6,6 +6,8 @@ reaches the app (issue 22).
     .venv/bin/python bench/idle_worker.py --before-src /tmp/conveyor-4f6775b  # + an older worker
     .venv/bin/python bench/idle_worker.py --partitions 1,4,8 --idle-seconds 250 --sends 30 \
         --max-gap 20                                             # partitioned, ~13 minutes
+    .venv/bin/python bench/idle_worker.py --cron --idle-seconds 610 --sends 30 --max-gap 20 \
+        --before-src /tmp/conveyor-ad7face          # with a cron.yaml, leader and follower
 
 Targets, each with its own queue server, its own no-op app (worker_bench.py serve-app,
 which records when each POST arrives) and its own `conveyor worker` process (defaults,
@@ -24,6 +26,12 @@ Conveyor server, idle with one PollMessages parked on all N partitions (`N=.. on
 and the same with ExtendedPollWaitTime 0 (`N=.. rotating`): one ReceiveMessage of
 PollWaitTime (20 s) at a time on each partition in turn, as before QueueUrls and as on
 Amazon SQS. Each send goes to a partition drawn at random.
+
+With --cron: instead, a worker without cron.yaml (`conveyor`) and two workers of one
+queue with the same cron.yaml (`cron`: one daily task, twelve hours away, so none is due
+while measured); one wins the cron lease (`cron leader`), the other follows
+(`cron follower`), each counted on its own. With --before-src, the same pair of that tree.
+Pick-up is measured per target (either worker of a pair may take a message).
 
 1. idle: the workers start together on empty queues; once each has made its first
    receive, its calls are counted over --idle-seconds of real time (from the moment a
@@ -83,6 +91,8 @@ class Target:
     queue_url: str = ""
     partitions: int = 0  # a partitioned worker's N (its queue URL is then the logical one)
     partition_urls: list[str] = field(default_factory=list)
+    cron: bool = False  # two workers of the queue with a cron.yaml: leader and follower
+    statuses: list[str] = field(default_factory=list)  # every worker's status URL
     result: dict = field(default_factory=dict)
 
 
@@ -107,8 +117,23 @@ def scrape(url: str, metric: str, key: str) -> dict[str, float]:
     return sums
 
 
-def worker_calls(target: Target) -> dict[str, float]:
-    return scrape(target.status + "/metrics", "conveyor_worker_api_calls_total", "action")
+def worker_calls(target: Target, status: str | None = None) -> dict[str, float]:
+    return scrape((status or target.status) + "/metrics", "conveyor_worker_api_calls_total",
+                  "action")
+
+
+def leads(status: str) -> bool:
+    """True when the worker at `status` holds its queue's cron lease."""
+    return sum(scrape(status + "/metrics", "conveyor_worker_cron_leader", "queue").values()) > 0
+
+
+def cron_file(tmp: Path) -> Path:
+    """One daily task, twelve hours from now: none is due while the bench runs."""
+    hour = (time.gmtime().tm_hour + 12) % 24
+    path = tmp / "cron.yaml"
+    path.write_text(f'version: 1\ncron:\n - name: report\n   url: /report\n'
+                    f'   schedule: "0 {hour} * * *"\n')
+    return path
 
 
 def server_calls(target: Target) -> dict[str, float]:
@@ -128,19 +153,26 @@ def running(target: Target, tmp: Path) -> Iterator[None]:
                          if target.server == "conveyor" else [], label=target.label)
     try:
         target.endpoint = server.endpoint
-        app_port, status_port = free_port(), free_port()
+        app_port = free_port()
         target.app = f"http://127.0.0.1:{app_port}"
-        target.status = f"http://127.0.0.1:{status_port}"
+        target.statuses = [f"http://127.0.0.1:{free_port()}"
+                           for _ in range(2 if target.cron else 1)]
+        target.status = target.statuses[0]
         queue = re.sub(r"[^a-z0-9]+", "-", target.label).strip("-")
         account = "000000000000" if target.server == "conveyor" else "123456789012"
+        cron = ["--cron", str(cron_file(tmp))] if target.cron else []
         cmd = [PY, "-m", "conveyor", "worker", "--worker-queue-url",
                f"{target.endpoint}/{account}/{queue}", "--app-url", target.app,
-               "--status-port", str(status_port), "--cron", "", "--log-level", "warning",
+               "--cron", "", "--log-level", "warning",
                *(["--partitions", str(target.partitions)] if target.partitions else []),
-               *target.worker_args]
+               *cron, *target.worker_args]
         app_cmd = [PY, str(BENCH_DIR / "worker_bench.py"), "serve-app", str(app_port)]
         with process(app_cmd, tmp / f"app-{queue}.log", target.app + "/stats"), \
-                _worker(cmd, target.src, tmp / f"worker-{queue}.log", target.status):
+                contextlib.ExitStack() as workers:
+            for i, status in enumerate(target.statuses):
+                workers.enter_context(_worker(
+                    [*cmd, "--status-port", status.rsplit(":", 1)[1]], target.src,
+                    tmp / f"worker-{queue}-{i}.log", status))
             if target.partitions:  # the worker made them; sends go to a random one
                 target.partition_urls = [asyncio.run(_queue_url(
                     target.endpoint, partition_name(queue, i)))
@@ -191,20 +223,29 @@ async def _queue_url(endpoint: str, name: str) -> str:
 
 
 async def measure_idle(target: Target, window_s: float) -> None:
-    """Wait for a receive to complete, then count calls over `window_s`."""
-    base = receives(worker_calls(target))
-    while receives(worker_calls(target)) == base:  # the first poll is under way
-        await asyncio.sleep(0.2)
-    start_worker, start_server = worker_calls(target), server_calls(target)
+    """Wait for a receive of each worker to complete, then count calls over `window_s`."""
+    for status in target.statuses:
+        base = receives(worker_calls(target, status))
+        while receives(worker_calls(target, status)) == base:  # the first poll is under way
+            await asyncio.sleep(0.2)
+    starts, start_server = [worker_calls(target, s) for s in target.statuses], \
+        server_calls(target)
     await asyncio.sleep(window_s)
-    end_worker, end_server = worker_calls(target), server_calls(target)
+    ends, end_server = [worker_calls(target, s) for s in target.statuses], server_calls(target)
     per_hour = 3600 / window_s
-    worker = {a: end_worker[a] - start_worker.get(a, 0) for a in end_worker}
     server = {a: end_server[a] - start_server.get(a, 0) for a in end_server}
     target.result["idle_window_s"] = window_s
-    target.result["idle_worker_calls"] = {a: n for a, n in worker.items() if n}
     target.result["idle_server_calls"] = {a: n for a, n in server.items() if n}
-    target.result["idle_calls_per_hour"] = round(sum(worker.values()) * per_hour, 1)
+    target.result["workers"] = []
+    for status, start, end in zip(target.statuses, starts, ends, strict=True):
+        worker = {a: end[a] - start.get(a, 0) for a in end}
+        target.result["workers"].append({
+            "role": ("cron leader" if leads(status) else "cron follower") if target.cron
+            else "", "idle_worker_calls": {a: n for a, n in worker.items() if n},
+            "idle_calls_per_hour": round(sum(worker.values()) * per_hour, 1)})
+    first = target.result["workers"][0]
+    target.result["idle_worker_calls"] = first["idle_worker_calls"]
+    target.result["idle_calls_per_hour"] = first["idle_calls_per_hour"]
 
 
 async def measure_pickup(target: Target, sends: int, max_gap_s: float, seed: int) -> None:
@@ -241,6 +282,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=22)
     parser.add_argument("--partitions", default="",
                         help="comma-separated N: partitioned workers instead (see above)")
+    parser.add_argument("--cron", action="store_true",
+                        help="workers with a cron.yaml, leader and follower (see above)")
     parser.add_argument("--before-src", type=Path, default=None,
                         help="also run the worker of this source tree (e.g. an older commit)")
     args = parser.parse_args()
@@ -254,9 +297,11 @@ def main() -> None:
             Target(f"N={n} rotating", "conveyor", ["--extended-poll-wait-time", "0"],
                    partitions=n),
             Target(f"N={n} one poll", "conveyor", partitions=n))]
+    if args.cron:
+        targets = [Target("conveyor", "conveyor"), Target("cron", "conveyor", cron=True)]
     if args.before_src is not None:
         targets.append(Target(f"before ({_commit(args.before_src)})", "conveyor",
-                              src=args.before_src))
+                              src=args.before_src, cron=args.cron))
     tmp = Path(tempfile.mkdtemp(prefix="idle-worker-"))
     with contextlib.ExitStack() as stack:
         for target in targets:
@@ -285,10 +330,12 @@ def report(targets: list[Target], args: argparse.Namespace) -> None:
           f"{'>50ms':>6}  calls in the window (worker side / server side)")
     for t in targets:
         r = t.result
-        print(f"{t.label:28} {r['idle_calls_per_hour']:8.0f} {r['pickup_p50_ms']:10.1f}ms "
-              f"{r['pickup_p99_ms']:7.1f}ms {r['pickup_max_ms']:7.1f}ms "
-              f"{r['pickup_over_50ms']:6d}  {r['idle_worker_calls']} / "
-              f"{r['idle_server_calls'] or '-'}")
+        for w in r["workers"]:
+            label = f"{t.label}, {w['role']}" if w["role"] else t.label
+            print(f"{label:28} {w['idle_calls_per_hour']:8.0f} {r['pickup_p50_ms']:10.1f}ms "
+                  f"{r['pickup_p99_ms']:7.1f}ms {r['pickup_max_ms']:7.1f}ms "
+                  f"{r['pickup_over_50ms']:6d}  {w['idle_worker_calls']} / "
+                  f"{r['idle_server_calls'] or '-'}")
         if r["arrived"] != r["sends"]:
             print(f"  !! {r['sends'] - r['arrived']} of {r['sends']} messages did not arrive")
     print(json.dumps({t.label: t.result for t in targets}))

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from conveyor import logs
-from conveyor._click import HTTP_URL
+from conveyor._click import HTTP_URL, OneLineError
 from conveyor.cron.cronfile import CronFileError, Task, load_cron_file
 from conveyor.cron.jobs import iso
 
@@ -74,13 +74,18 @@ def run_command(worker_queue_url: str, cron_file: str, cron_lease: str,
     For deployments whose workers run without periodic tasks; `conveyor worker` runs the
     same scheduler itself.
     """
+    from conveyor.cron.service import CronConfigError
     from conveyor.cron.standalone import run_scheduler
     from conveyor.runtime.loop import run_loop
 
     logs.setup(log_level)
-    run_loop(lambda: run_scheduler(worker_queue_url, cron_file=cron_file, lease_spec=cron_lease,
-                                   grace_s=cron_grace_period, ttl_s=cron_lease_ttl,
-                                   endpoint_url=endpoint_url, signing_key=cron_signing_key))
+    try:
+        run_loop(lambda: run_scheduler(
+            worker_queue_url, cron_file=cron_file, lease_spec=cron_lease,
+            grace_s=cron_grace_period, ttl_s=cron_lease_ttl, endpoint_url=endpoint_url,
+            signing_key=cron_signing_key))
+    except CronConfigError as exc:  # a lease backend the endpoint cannot serve
+        raise OneLineError(str(exc)) from None
 
 
 def register(main: click.Group) -> None:

@@ -15,13 +15,21 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from conveyor import lease_names
-from conveyor.client import Message, SQSClient, queue_name_from_url
+from conveyor.client import Message, SQSClient, endpoint_from_queue_url, queue_name_from_url
 from conveyor.cron.clock import CronClock
 from conveyor.cron.cronfile import CronFileError, load_cron_file
 from conveyor.cron.guard import CLOCK_SKEW_S, JobGuard
 from conveyor.cron.jobs import ScheduledJob, send_runs
 from conveyor.cron.leader import Scheduler
-from conveyor.cron.leases import LeaseBackend, LeaseSpecError, open_leases, parse_lease_spec
+from conveyor.cron.leases import (
+    LeaseBackend,
+    LeaseRefused,
+    LeaseSpecError,
+    LeaseUnavailable,
+    open_leases,
+    parse_lease_spec,
+)
+from conveyor.cron.leases.server import ServerLeases
 from conveyor.cron.ledger import LedgerBusy, RunLedger
 from conveyor.cron.metrics import CronMetrics
 from conveyor.cron.source import CronSource
@@ -30,7 +38,11 @@ from conveyor.runtime.hooks import WorkerHook
 log = logging.getLogger(__name__)
 
 __all__ = ["CronConfigError", "CronService", "LedgerBusy", "check_cron_config",
-           "lease_name_for", "new_holder"]
+           "check_cron_endpoint", "lease_name_for", "new_holder"]
+
+# How long the start-up look at the endpoint's lease API may take before the daemon
+# starts anyway (and its scheduler finds out later).
+_PROBE_TIMEOUT_S = 10.0
 
 
 class CronConfigError(ValueError):
@@ -57,6 +69,43 @@ def check_cron_config(config: Any) -> None:
                f"Beanstalk: {config.cron_file} defines {len(tasks)} tasks and the queue is "
                f"{config.worker_queue_url}. Use a standard queue, or --cron ''.")
         raise CronConfigError(msg)
+
+
+async def check_cron_endpoint(cron_file: str, lease_spec: str, queue_url: str, *,
+                              endpoint_url: str | None = None,
+                              region: str | None = None) -> None:
+    """Refuse at start a cron file with tasks whose lease backend the endpoint cannot
+    serve: `CronLease server` (the default) on an endpoint without Conveyor's lease API
+    (Amazon SQS, moto). Without this, a stray cron.yaml in the working directory would
+    have the daemon ask for a lease the endpoint refuses, forever. One GetLease tells;
+    an endpoint that does not answer yet lets the daemon start (its scheduler stops asking
+    once it is refused, leader.py)."""
+    try:
+        kind, _table = parse_lease_spec(lease_spec)
+    except LeaseSpecError as exc:
+        raise CronConfigError(str(exc)) from None
+    if kind != "server" or not cron_file:
+        return
+    try:
+        tasks = load_cron_file(Path(cron_file))
+    except CronFileError:  # missing or invalid: no tasks to run now
+        return
+    if not tasks:
+        return
+    endpoint = endpoint_url or endpoint_from_queue_url(queue_url)
+    name = lease_name_for(queue_name_from_url(queue_url))
+    async with SQSClient(endpoint, region=region or None) as sqs:
+        try:
+            await asyncio.wait_for(ServerLeases(sqs).get(name), _PROBE_TIMEOUT_S)
+        except LeaseRefused as exc:
+            count = f"{len(tasks)} periodic task{'s' if len(tasks) != 1 else ''}"
+            msg = (f"{cron_file} defines {count}, whose leader election needs a lease "
+                   f"backend, and CronLease 'server' cannot be used: {exc}. Set CronLease "
+                   f"to dynamodb:TABLE, or run without periodic tasks (--cron '').")
+            raise CronConfigError(msg) from None
+        except (LeaseUnavailable, TimeoutError) as exc:
+            log.warning("could not check the cron lease API of %s at start (%s): starting "
+                        "anyway", endpoint, exc or "no answer")
 
 
 def lease_name_for(queue_name: str) -> str:

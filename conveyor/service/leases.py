@@ -10,6 +10,9 @@ successful write bumps its version, and writes are conditional, as with DynamoDB
 - ReleaseLease {Name, Holder}: let it go now, keeping its data.
 - GetLease {Name}: read it.
 
+A lease in an answer is {Name, Holder, Version, ExpiresAt (epoch ms), ExpiresIn (ms it has
+left by the server's clock, 0 once expired), Data}: ExpiresIn lets a follower sleep until
+the lease can change hands without comparing its clock with the server's.
 A refused condition is `ConditionalCheckFailedException` (HTTP 400), with the current
 lease in the message so the caller can tell who leads.
 """
@@ -63,21 +66,22 @@ class LeaseActions(ServiceBase):
 
     async def get_lease(self, ctx: RequestContext, req: Request) -> dict[str, Any]:
         lease = await self.store.lease_get(ctx.region, _name(req))
-        return {"Lease": _lease_out(lease)} if lease else {}
+        return {"Lease": _lease_out(lease, self.clock.now_ms())} if lease else {}
 
     async def _granted(self, ctx: RequestContext, name: str,
                        lease: LeaseRecord | None) -> dict[str, Any]:
         if lease is not None:
-            return {"Lease": _lease_out(lease)}
+            return {"Lease": _lease_out(lease, self.clock.now_ms())}
         current = await self.store.lease_get(ctx.region, name)
         held = (f"held by {current.holder} at version {current.version} until "
                 f"{current.expires_ms}" if current else "does not exist")
         raise ConditionalCheckFailed(f"The conditional request failed: lease {name} {held}.")
 
 
-def _lease_out(lease: LeaseRecord) -> dict[str, Any]:
+def _lease_out(lease: LeaseRecord, now_ms: int) -> dict[str, Any]:
     return {"Name": lease.name, "Holder": lease.holder, "Version": lease.version,
-            "ExpiresAt": lease.expires_ms, "Data": lease.data}
+            "ExpiresAt": lease.expires_ms, "ExpiresIn": max(0, lease.expires_ms - now_ms),
+            "Data": lease.data}
 
 
 def _name(req: Request) -> str:

@@ -12,7 +12,12 @@ import click
 from conveyor import logs
 from conveyor._click import OneLineError
 from conveyor.client import SQSError
-from conveyor.cron.service import CronConfigError, CronService, check_cron_config
+from conveyor.cron.service import (
+    CronConfigError,
+    CronService,
+    check_cron_config,
+    check_cron_endpoint,
+)
 from conveyor.runtime.loop import install_signal_handlers, run_loop
 from conveyor.worker.config import ConfigError, WorkerConfig, load_config
 from conveyor.worker.daemon import HookFactory, Worker
@@ -65,10 +70,14 @@ def worker_command(config_file: Path | None, log_level: str, **values: Any) -> N
     except SQSError as exc:  # not retryable: wrong queue URL, access denied, ...
         msg = f"cannot use queue {config.worker_queue_url}: {exc}"
         raise click.ClickException(msg) from None
+    except CronConfigError as exc:  # a cron.yaml the endpoint cannot serve
+        raise OneLineError(str(exc)) from None
 
 
 async def serve(config: WorkerConfig) -> None:
     """Run one worker until a signal stops it."""
+    await check_cron_endpoint(config.cron_file, config.cron_lease, config.worker_queue_url,
+                              endpoint_url=config.endpoint_url, region=config.region)
     worker = Worker(config, hooks=WORKER_HOOKS)
     install_signal_handlers(worker.stop)
     await worker.run()

@@ -147,7 +147,8 @@ CRON_OPTIONS = (
            "Runs due while no daemon led are still enqueued up to this many seconds late.",
            0, 86400),
     Option("CronLeaseTtl", "cron_lease_ttl", float, 10.0,
-           "Seconds the cron leader's lease lasts unrenewed (renewed every quarter of it).",
+           "Seconds the cron leader's lease lasts unrenewed around due runs (a silent "
+           "leader is replaced this long after a run); idle, it is held until then.",
            0.2, 600),
     Option("CronSigningKey", "cron_signing_key", str, "",
            "Secret shared by every daemon of the queue: the cron leader signs its "

@@ -122,3 +122,19 @@ def test_run_ledger_admits_the_first_message_of_a_run_only(backend) -> None:
             assert await one.admit("audit", "2026-02-01T23:00:00Z", "m3")  # another run
             assert await one.admit("backup job/ü", at, "m4")  # another task, odd name
     run(scenario())
+
+
+def test_a_lease_says_how_long_it_has_left_by_the_clock_that_judges_it(backend) -> None:
+    """What a follower sleeps on (leader.py): the time left, not an epoch time to compare
+    with its own clock (the server's clock judges server leases; the writer's DynamoDB's)."""
+    async def scenario() -> None:
+        async with backend() as kit:
+            lease = name()
+            held = await kit.leases.acquire(lease, "a", 30)
+            assert 25_000 < held.expires_in_ms <= 30_000
+            await asyncio.to_thread(kit.advance, 20)
+            read = await kit.leases.get(lease)
+            assert 5_000 < read.expires_in_ms <= 10_000
+            await asyncio.to_thread(kit.advance, 11)
+            assert (await kit.leases.get(lease)).expires_in_ms == 0  # ended, never negative
+    run(scenario())

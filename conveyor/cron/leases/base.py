@@ -19,6 +19,10 @@ class Lease:
     version: int  # bumped by every successful write
     expires_ms: int  # epoch milliseconds, by the backend's clock
     data: str  # opaque to the backend; kept across handovers
+    # How long it had left when read, by the clock that judges it (the server's, or the
+    # DynamoDB writer's): a follower sleeps that long instead of asking again and again.
+    # None when the backend does not say (a Conveyor server older than this field).
+    expires_in_ms: int | None = None
 
 
 class LeaseConflict(Exception):
@@ -27,6 +31,12 @@ class LeaseConflict(Exception):
 
 class LeaseUnavailable(Exception):
     """The backend did not answer (or answered with an error worth retrying)."""
+
+
+class LeaseRefused(LeaseUnavailable):
+    """The endpoint does not serve this lease backend at all (Amazon SQS or moto asked for
+    Conveyor's lease API, an access key without the lease actions): asking again soon is
+    pointless."""
 
 
 class LeaseBackend(Protocol):

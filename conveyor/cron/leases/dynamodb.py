@@ -78,7 +78,7 @@ class DynamoDBLeases:
         answer = await self._call("get_item", TableName=self.table, Key=_key(name),
                                   ConsistentRead=True)
         item = answer.get("Item")
-        return _lease(item) if item else None
+        return _lease(item, self._clock.now_ms()) if item else None
 
     async def close(self) -> None:
         """Close botocore's connection pool."""
@@ -97,7 +97,7 @@ class DynamoDBLeases:
             if _code(exc) == "ConditionalCheckFailedException":
                 raise LeaseConflict(f"lease {name}: condition failed") from None
             raise LeaseUnavailable(str(exc)) from exc
-        return _lease(answer["Attributes"])
+        return _lease(answer["Attributes"], self._clock.now_ms())
 
     async def _ensure_table(self) -> None:
         if self._ready:
@@ -149,7 +149,10 @@ def _n(number: int) -> dict[str, str]:
     return {"N": str(number)}
 
 
-def _lease(item: dict[str, Any]) -> Lease:
+def _lease(item: dict[str, Any], now_ms: int) -> Lease:
+    """The item as a Lease; its time left is judged by this writer's clock, as the
+    conditions of every write are."""
+    expires_ms = int(item.get("ExpiresAt", {}).get("N", "0"))
     return Lease(item["LeaseName"]["S"], item.get("Holder", {}).get("S", ""),
-                 int(item.get("Version", {}).get("N", "0")),
-                 int(item.get("ExpiresAt", {}).get("N", "0")), item.get("Data", {}).get("S", ""))
+                 int(item.get("Version", {}).get("N", "0")), expires_ms,
+                 item.get("Data", {}).get("S", ""), max(0, expires_ms - now_ms))

@@ -1,4 +1,11 @@
-"""Leases through the Conveyor server's lease API (`X-Amz-Target: ConveyorLease.<Action>`)."""
+"""Leases through the Conveyor server's lease API (`X-Amz-Target: ConveyorLease.<Action>`).
+
+An endpoint that is not a Conveyor server (Amazon SQS, moto) refuses the API: Amazon SQS
+with a 4xx, moto with an HTML 500. Told apart from a Conveyor server's passing trouble as
+every Conveyor extension is (runtime/extensions.py), such an answer is `LeaseRefused`, so
+the scheduler neither retries it every few seconds nor runs at all (the worker refuses at
+start, service.py).
+"""
 
 from __future__ import annotations
 
@@ -7,7 +14,9 @@ from contextlib import contextmanager
 from typing import Any
 
 from conveyor.client import SQSClient, SQSError, SQSTransportError
-from conveyor.cron.leases.base import Lease, LeaseConflict, LeaseUnavailable
+from conveyor.clock import Clock
+from conveyor.cron.leases.base import Lease, LeaseConflict, LeaseRefused, LeaseUnavailable
+from conveyor.runtime.extensions import Extension
 
 TARGET_PREFIX = "ConveyorLease."
 _CONFLICT = "ConditionalCheckFailedException"
@@ -19,9 +28,11 @@ class ServerLeases:
     Expiry is judged by the server's clock, so the daemons' clocks need not agree.
     """
 
-    def __init__(self, sqs: SQSClient, *, own_client: bool = False) -> None:
+    def __init__(self, sqs: SQSClient, *, own_client: bool = False,
+                 clock: Clock | None = None) -> None:
         self._sqs = sqs
         self._own_client = own_client
+        self.extension = Extension("ConveyorLease", clock=clock or Clock())
 
     async def acquire(self, name: str, holder: str, ttl_s: float) -> Lease:
         """AcquireLease."""
@@ -37,15 +48,11 @@ class ServerLeases:
 
     async def release(self, name: str, holder: str) -> None:
         """ReleaseLease."""
-        with _translated():
-            await self._sqs.call("ReleaseLease", {"Name": name, "Holder": holder},
-                                 target_prefix=TARGET_PREFIX)
+        await self._call("ReleaseLease", {"Name": name, "Holder": holder})
 
     async def get(self, name: str) -> Lease | None:
         """GetLease."""
-        with _translated():
-            answer = await self._sqs.call("GetLease", {"Name": name},
-                                          target_prefix=TARGET_PREFIX)
+        answer = await self._call("GetLease", {"Name": name})
         return _lease(answer["Lease"]) if answer.get("Lease") else None
 
     async def close(self) -> None:
@@ -54,23 +61,33 @@ class ServerLeases:
             await self._sqs.close()
 
     async def _lease(self, action: str, params: dict[str, Any]) -> Lease:
-        with _translated():
+        return _lease((await self._call(action, params))["Lease"])
+
+    async def _call(self, action: str, params: dict[str, Any]) -> dict[str, Any]:
+        with self._translated():
             answer = await self._sqs.call(action, params, target_prefix=TARGET_PREFIX)
-        return _lease(answer["Lease"])
+        self.extension.worked()
+        return answer
+
+    @contextmanager
+    def _translated(self) -> Iterator[None]:
+        try:
+            yield
+        except SQSError as exc:
+            if exc.matches(_CONFLICT):
+                self.extension.worked()  # a lease API answered
+                raise LeaseConflict(exc.message) from None
+            if self.extension.refused(exc):
+                msg = (f"{self._sqs.endpoint_url} does not serve Conveyor's lease API "
+                       f"({exc})")
+                raise LeaseRefused(msg) from exc
+            raise LeaseUnavailable(str(exc)) from exc
+        except SQSTransportError as exc:
+            raise LeaseUnavailable(str(exc)) from exc
 
 
 def _lease(raw: dict[str, Any]) -> Lease:
+    expires_in = raw.get("ExpiresIn")  # absent from a server older than the field
     return Lease(raw["Name"], raw["Holder"], int(raw["Version"]), int(raw["ExpiresAt"]),
-                 raw.get("Data") or "")
-
-
-@contextmanager
-def _translated() -> Iterator[None]:
-    try:
-        yield
-    except SQSError as exc:
-        if exc.matches(_CONFLICT):
-            raise LeaseConflict(exc.message) from None
-        raise LeaseUnavailable(str(exc)) from exc
-    except SQSTransportError as exc:
-        raise LeaseUnavailable(str(exc)) from exc
+                 raw.get("Data") or "",
+                 int(expires_in) if isinstance(expires_in, int | float) else None)
