@@ -74,17 +74,18 @@ def run_command(worker_queue_url: str, cron_file: str, cron_lease: str,
     For deployments whose workers run without periodic tasks; `conveyor worker` runs the
     same scheduler itself.
     """
-    from conveyor.cron.service import CronConfigError
+    from conveyor.cron.service import CronConfigError, check_cron_settings
     from conveyor.cron.standalone import run_scheduler
     from conveyor.runtime.loop import run_loop
 
     logs.setup(log_level)
     try:
+        check_cron_settings(cron_file, cron_lease, worker_queue_url)
         run_loop(lambda: run_scheduler(
             worker_queue_url, cron_file=cron_file, lease_spec=cron_lease,
             grace_s=cron_grace_period, ttl_s=cron_lease_ttl, endpoint_url=endpoint_url,
             signing_key=cron_signing_key))
-    except CronConfigError as exc:  # a lease backend the endpoint cannot serve
+    except CronConfigError as exc:  # a bad cron file, or a lease backend it cannot use
         raise OneLineError(str(exc)) from None
 
 

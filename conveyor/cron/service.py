@@ -37,7 +37,8 @@ from conveyor.runtime.hooks import WorkerHook
 
 log = logging.getLogger(__name__)
 
-__all__ = ["CronConfigError", "CronService", "LedgerBusy", "check_cron_config",
+__all__ = ["DEFAULT_CRON_FILE", "CronConfigError", "CronService", "LedgerBusy",
+           "check_cron_config", "check_cron_settings",
            "check_cron_endpoint", "lease_name_for", "new_holder"]
 
 # How long the start-up look at the endpoint's lease API may take before the daemon
@@ -45,29 +46,41 @@ __all__ = ["CronConfigError", "CronService", "LedgerBusy", "check_cron_config",
 _PROBE_TIMEOUT_S = 10.0
 
 
+DEFAULT_CRON_FILE = "cron.yaml"  # CronFile's default (worker/options.py), optional
+
+
 class CronConfigError(ValueError):
     """The worker's periodic-task settings cannot work (bad lease spec, FIFO queue)."""
 
 
 def check_cron_config(config: Any) -> None:
-    """Refuse at start what cannot run: a bad CronLease, or tasks on a FIFO worker queue.
+    """Refuse at start what cannot run: a bad CronLease, a cron file given by name that is
+    missing, one that is invalid (its file, line and problem), or tasks on a FIFO worker
+    queue. A reload that breaks a running file later keeps the last good schedule
+    (CronSource); only the start is strict, so a typo is seen before anything runs."""
+    check_cron_settings(config.cron_file, config.cron_lease, config.worker_queue_url)
 
-    A cron.yaml that is merely invalid does not stop the daemon (it is logged and retried
-    on change, as the last good schedule would be kept)."""
+
+def check_cron_settings(cron_file: str, lease_spec: str, queue_url: str) -> None:
+    """check_cron_config's rules, for `conveyor cron run` too (which has no WorkerConfig)."""
     try:
-        parse_lease_spec(config.cron_lease)
+        parse_lease_spec(lease_spec)
     except LeaseSpecError as exc:
         raise CronConfigError(str(exc)) from None
-    if not config.cron_file or not queue_name_from_url(config.worker_queue_url).endswith(".fifo"):
+    path = Path(cron_file)
+    # The default cron.yaml is optional, as in an Elastic Beanstalk source bundle; a file
+    # named on purpose that is not there is a mistake worth stopping for.
+    if not cron_file or (cron_file == DEFAULT_CRON_FILE and not path.exists()):
         return
     try:
-        tasks = load_cron_file(Path(config.cron_file))
-    except CronFileError:
-        return
-    if tasks:
+        tasks = load_cron_file(path)
+    except CronFileError as exc:
+        raise CronConfigError(f"{exc} (fix it, or run without periodic tasks: --cron '')"
+                              ) from None
+    if tasks and queue_name_from_url(queue_url).endswith(".fifo"):
         msg = (f"periodic tasks are not supported on a FIFO worker queue, as in Elastic "
-               f"Beanstalk: {config.cron_file} defines {len(tasks)} tasks and the queue is "
-               f"{config.worker_queue_url}. Use a standard queue, or --cron ''.")
+               f"Beanstalk: {cron_file} defines {len(tasks)} tasks and the queue is "
+               f"{queue_url}. Use a standard queue, or --cron ''.")
         raise CronConfigError(msg)
 
 

@@ -20,6 +20,7 @@ import orjson
 from conveyor import logs
 from conveyor._click import HTTP_URL, PORT, OneLineError
 from conveyor.client import SQSClient, queue_name_from_url
+from conveyor.cron.service import CronConfigError, check_cron_config
 from conveyor.payloads.pointer import EMBEDDED_STORE_PATH
 from conveyor.runtime.loop import install_signal_handlers, run_loop
 from conveyor.up.app_wait import AppNotAnswering, wait_for_app
@@ -89,9 +90,10 @@ def up_command(app_url: str | None, app_timeout: float, demo: bool, port: int, d
                   AppURL=app_url or "http://127.0.0.1:1", CreateQueue="false")
     try:
         config = load_config(values, os.environ, config_file)
+        check_cron_config(config)
         if not config.payload_endpoint_url:  # large payloads: the server's embedded store
             config = config.replace(payload_endpoint_url=server.url + EMBEDDED_STORE_PATH)
-    except ConfigError as exc:
+    except (ConfigError, CronConfigError) as exc:
         raise OneLineError(str(exc)) from None
     scale = None
     if autoscale:
