@@ -34,6 +34,11 @@ FIFO_ONLY_NAMED = ("DeduplicationScope", "FifoThroughputLimit")
 # Where a FIFO queue keeps the DeduplicationScope it was created with (never reported: not a
 # name GetQueueAttributes knows, and no client can set it). See dedup_scope.
 CREATED_DEDUP_SCOPE = "conveyor:CreatedDeduplicationScope"
+# Conveyor's own queue attributes (no SQS counterpart), each with the value it reads as
+# when unset: always readable by name; settable by SQS's calls, and listed under `All`,
+# only where Limits.conveyor_attributes allows (relaxed mode). ConveyorPaused: delivery
+# paused (service/controls.py).
+OWN = {"ConveyorPaused": "false"}
 
 
 def defaults(limits: Limits, fifo: bool) -> dict[str, str]:
@@ -73,7 +78,8 @@ def check(name: str, value: str, limits: Limits, fifo: bool, existing: bool = Fa
     if name in FIFO_ONLY_NAMED and not fifo:
         raise InvalidAttributeName(f"You can specify the {name} only when FifoQueue is set "
                                    "to true.")
-    if name not in SETTABLE or (name in FIFO_ONLY and not fifo):
+    own = name in OWN and limits.conveyor_attributes
+    if (name not in SETTABLE and not own) or (name in FIFO_ONLY and not fifo):
         raise InvalidAttributeName(f"Unknown Attribute {name}.")
     checker = _CHECKS.get(name)
     normalized = checker(value, limits) if checker else value
@@ -133,8 +139,8 @@ def apply(current: dict[str, str], changes: dict[str, str]) -> dict[str, str]:
     SSE-SQS queue reads only SqsManagedSseEnabled)."""
     values = dict(current)
     for key, value in changes.items():
-        if value == "" and key in OPTIONAL:
-            values.pop(key, None)
+        if (value == "" and key in OPTIONAL) or OWN.get(key) == value:
+            values.pop(key, None)  # an own attribute at its default is not kept
         else:
             values[key] = value
     if changes.get("KmsMasterKeyId"):
@@ -212,6 +218,7 @@ _CHECKS = {
     "VisibilityTimeout": _int_range(0, lambda lim: lim.max_visibility_s),
     "KmsDataKeyReusePeriodSeconds": _int_range(60, 86400),
     "SqsManagedSseEnabled": _boolean,
+    "ConveyorPaused": _boolean,
     "FifoQueue": _boolean,
     "ContentBasedDeduplication": _boolean,
     "DeduplicationScope": _one_of("messageGroup", "queue"),

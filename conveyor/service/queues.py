@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 
 from conveyor.service import attributes as attrs
-from conveyor.service import rules, validate
+from conveyor.service import controls, rules, validate
 from conveyor.service.context import RequestContext
 from conveyor.service.identity import QueueEndings
 from conveyor.sqs.errors import (
@@ -36,7 +36,8 @@ class QueueActions(QueueEndings):
         existing = await self.store.get_queue(ctx.region, name)
         if existing is not None:
             for key, value in wanted.items():
-                if not attrs.same_value(key, existing.attributes.get(key, ""), value):
+                current = existing.attributes.get(key, attrs.OWN.get(key, ""))
+                if not attrs.same_value(key, current, value):
                     raise QueueNameExists(
                         f"A queue already exists with the same name and a different value for "
                         f"attribute {key}")
@@ -98,7 +99,13 @@ class QueueActions(QueueEndings):
         known = [*attrs.SETTABLE, *attrs.COMPUTED]
         if not queue.fifo:
             known = [n for n in known if n not in attrs.FIFO_ONLY]
-        wanted = validate.requested_names(req.get("AttributeNames", []), known, "Attribute")
+        names = req.get("AttributeNames", [])
+        if self.limits.conveyor_attributes:
+            known += attrs.OWN  # `All` lists them too
+        else:  # asked by name: Conveyor's extension used as designed; `All` stays SQS's
+            names = [n for n in names if n not in attrs.OWN]
+        wanted = validate.requested_names(names, known, "Attribute")
+        wanted |= attrs.OWN.keys() & set(req.get("AttributeNames", []))
         values: dict[str, str] = {}
         if wanted & {"ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible",
                      "ApproximateNumberOfMessagesDelayed"}:
@@ -109,7 +116,7 @@ class QueueActions(QueueEndings):
         values |= {"CreatedTimestamp": str(queue.created_s),
                    "LastModifiedTimestamp": str(queue.modified_s),
                    "QueueArn": ctx.queue_arn(queue.name, queue.region)}
-        values |= queue.attributes
+        values |= attrs.OWN | queue.attributes
         result = {k: v for k, v in values.items() if k in wanted and v != ""}
         return {"Attributes": result} if result else {}
 
@@ -124,6 +131,8 @@ class QueueActions(QueueEndings):
         draft.modified_s = self.clock.now_s()
         await self.store.update_queue(draft)
         self.forget(queue)
+        if controls.is_paused(queue) and not controls.is_paused(draft):
+            self.on_ready(queue, controls.WAKE_ALL)  # resumed: as ResumeQueue does
         return {}
 
     async def tag_queue(self, ctx: RequestContext, req: Request) -> dict[str, Any]:
