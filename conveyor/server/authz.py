@@ -277,6 +277,7 @@ TABLE: dict[str, Entry] = {
     # ConveyorQueues.* (service/controls.py): the queue paused or resumed.
     "PauseQueue": Entry((_QUEUE_URL,)),
     "ResumeQueue": Entry((_QUEUE_URL,)),
+    "SetConveyorAttributes": Entry((_QUEUE_URL,)),
     # ConveyorLease.* (service/leases.py): leases are named records, no queue's.
     **{action: Entry() for action in leases.ACTIONS},
 }

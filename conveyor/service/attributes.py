@@ -36,9 +36,13 @@ FIFO_ONLY_NAMED = ("DeduplicationScope", "FifoThroughputLimit")
 CREATED_DEDUP_SCOPE = "conveyor:CreatedDeduplicationScope"
 # Conveyor's own queue attributes (no SQS counterpart), each with the value it reads as
 # when unset: always readable by name; settable by SQS's calls, and listed under `All`,
-# only where Limits.conveyor_attributes allows (relaxed mode). ConveyorPaused: delivery
-# paused (service/controls.py).
-OWN = {"ConveyorPaused": "false"}
+# only where Limits.conveyor_attributes allows (relaxed mode), and in any mode by
+# Conveyor's own SetConveyorAttributes (service/queues.py). ConveyorPaused: delivery paused
+# (service/controls.py). ConveyorMaxDelaySeconds: the longest DelaySeconds the queue takes,
+# on itself and on its messages, from SQS's 900 s (Limits.max_delay_s, unset) up to its
+# MessageRetentionPeriod: delays past 15 minutes for a queue that opts in.
+MAX_DELAY = "ConveyorMaxDelaySeconds"
+OWN = {"ConveyorPaused": "false", MAX_DELAY: "900"}
 
 
 def defaults(limits: Limits, fifo: bool) -> dict[str, str]:
@@ -98,6 +102,23 @@ def _check_fifo_change(value: str, fifo: bool) -> str:
         raise InvalidAttributeValue("Invalid value for the parameter FifoQueue. Reason: "
                                     "Modifying queue type is not supported.")
     return "true"
+
+
+def max_delay_s(values: dict[str, str], limits: Limits) -> int:
+    """The longest DelaySeconds a queue with attributes `values` takes."""
+    return int(values.get(MAX_DELAY, limits.max_delay_s))
+
+
+def check_delays(values: dict[str, str], limits: Limits) -> None:
+    """A queue's delays against each other once its attributes are all known: its
+    DelaySeconds within its delay limit (SQS's 900 s unless raised), the limit within
+    its MessageRetentionPeriod (a message must live to be delivered)."""
+    if int(values.get("DelaySeconds", "0")) > max_delay_s(values, limits):
+        raise InvalidAttributeValue("Invalid value for the parameter DelaySeconds.")
+    retention = values.get("MessageRetentionPeriod")
+    if retention is not None and max_delay_s(values, limits) > int(retention):
+        raise InvalidAttributeValue(f"Invalid value for the parameter {MAX_DELAY}. Reason: "
+                                    "it may not exceed MessageRetentionPeriod.")
 
 
 def at_creation(values: dict[str, str]) -> dict[str, str]:
@@ -209,7 +230,9 @@ def _json_object(value: str, limits: Limits) -> str | None:
 
 
 _CHECKS = {
-    "DelaySeconds": _int_range(0, lambda lim: lim.max_delay_s),
+    # Up to the longest any queue may take; check_delays holds it to the queue's own limit.
+    "DelaySeconds": _int_range(0, lambda lim: lim.max_retention_s),
+    MAX_DELAY: _int_range(lambda lim: lim.max_delay_s, lambda lim: lim.max_retention_s),
     "MaximumMessageSize": _int_range(lambda lim: lim.min_max_message_size,
                                      lambda lim: lim.max_message_bytes),
     "MessageRetentionPeriod": _int_range(lambda lim: lim.min_retention_s,

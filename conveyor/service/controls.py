@@ -29,7 +29,8 @@ from conveyor.service.context import RequestContext
 from conveyor.store.base import QueueRecord
 
 TARGET_PREFIX = "ConveyorQueues."
-ACTIONS = ("PauseQueue", "ResumeQueue")
+# SetConveyorAttributes is QueueActions' (queues.py): it sets Conveyor's own attributes.
+ACTIONS = ("PauseQueue", "ResumeQueue", "SetConveyorAttributes")
 PAUSED = "ConveyorPaused"
 # A resume wakes every long poll parked on the queue: more than any node has parked.
 WAKE_ALL = 1_000_000

@@ -174,11 +174,12 @@ class MessageActions(ServiceBase):
                 return int(queue.attributes["DelaySeconds"])
             raise invalid_value(delay, "DelaySeconds", "The request include parameter that is "
                                 "not valid for this queue type.")
-        if not 0 <= delay <= self.limits.max_delay_s:
+        longest_s = attrs.max_delay_s(queue.attributes, self.limits)  # 900 unless raised
+        if not 0 <= delay <= longest_s:
             # Worded as AWS answers it, full stop and all (ballerina-platform/module-
             # ballerinax-aws.sqs, its tests against SQS: testSendMessageWithInvalidDelay).
             raise invalid_value(delay, "DelaySeconds", "DelaySeconds must be >= 0 and <= "
-                                f"{self.limits.max_delay_s}.")
+                                f"{longest_s}.")
         return delay
 
     def _fifo_keys(self, queue: QueueRecord, req: Request,

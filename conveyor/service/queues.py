@@ -12,6 +12,8 @@ from conveyor.service import controls, rules, validate
 from conveyor.service.context import RequestContext
 from conveyor.service.identity import QueueEndings
 from conveyor.sqs.errors import (
+    InvalidAttributeName,
+    InvalidAttributeValue,
     InvalidParameterValue,
     PurgeQueueInProgress,
     QueueDeletedRecently,
@@ -33,6 +35,7 @@ class QueueActions(QueueEndings):
         self._check_tags(tags, {})
         wanted = {k: attrs.check(k, v, self.limits, fifo) for k, v in given.items()}
         attrs.check_encryption(wanted)
+        attrs.check_delays(attrs.apply(attrs.defaults(self.limits, fifo), wanted), self.limits)
         existing = await self.store.get_queue(ctx.region, name)
         if existing is not None:
             for key, value in wanted.items():
@@ -100,12 +103,13 @@ class QueueActions(QueueEndings):
         if not queue.fifo:
             known = [n for n in known if n not in attrs.FIFO_ONLY]
         names = req.get("AttributeNames", [])
-        if self.limits.conveyor_attributes:
-            known += attrs.OWN  # `All` lists them too
-        else:  # asked by name: Conveyor's extension used as designed; `All` stays SQS's
-            names = [n for n in names if n not in attrs.OWN]
-        wanted = validate.requested_names(names, known, "Attribute")
-        wanted |= attrs.OWN.keys() & set(req.get("AttributeNames", []))
+        # Conveyor's own, asked by name: its extension used as designed, in any mode.
+        asked_own = attrs.OWN.keys() & set(names)
+        wanted = validate.requested_names([n for n in names if n not in attrs.OWN], known,
+                                          "Attribute") | asked_own
+        if self.limits.conveyor_attributes and "All" in names:
+            # `All` lists those set (a new queue reads as SQS's would); strict: never.
+            wanted |= attrs.OWN.keys() & queue.attributes.keys()
         values: dict[str, str] = {}
         if wanted & {"ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible",
                      "ApproximateNumberOfMessagesDelayed"}:
@@ -125,15 +129,41 @@ class QueueActions(QueueEndings):
         changes = req["Attributes"]
         checked = {k: attrs.check(k, v, self.limits, queue.fifo, existing=True)
                    for k, v in changes.items()}
+        await self._save_attributes(ctx, queue, checked)
+        return {}
+
+    async def set_conveyor_attributes(self, ctx: RequestContext, req: Request
+                                      ) -> dict[str, Any]:
+        """ConveyorQueues.SetConveyorAttributes {QueueUrl, Attributes}: set Conveyor's own
+        queue attributes (attributes.OWN) in any mode, strict too, where SetQueueAttributes
+        refuses them as SQS does; other names are refused."""
+        url, changes = req.get("QueueUrl"), req.get("Attributes")
+        queue = await self.queue(ctx, url if isinstance(url, str) else "")
+        if not isinstance(changes, dict) or not changes:
+            raise InvalidParameterValue("Attributes must name at least one attribute.")
+        own = replace(self.limits, conveyor_attributes=True)
+        checked: dict[str, str] = {}
+        for name, value in changes.items():
+            if name not in attrs.OWN:
+                raise InvalidAttributeName(f"Unknown Attribute {name}.")
+            if not isinstance(value, str):
+                raise InvalidAttributeValue(f"Invalid value for the parameter {name}.")
+            checked[name] = attrs.check(name, value, own, queue.fifo, existing=True)
+        await self._save_attributes(ctx, queue, checked)
+        return {}
+
+    async def _save_attributes(self, ctx: RequestContext, queue: QueueRecord,
+                               checked: dict[str, str]) -> None:
+        """Apply checked attribute changes to the queue, once they hold together."""
         attrs.check_encryption(checked)
         draft = replace(queue, attributes=attrs.apply(queue.attributes, checked))
+        attrs.check_delays(draft.attributes, self.limits)
         await self.check_redrive(ctx, draft)
         draft.modified_s = self.clock.now_s()
         await self.store.update_queue(draft)
         self.forget(queue)
         if controls.is_paused(queue) and not controls.is_paused(draft):
             self.on_ready(queue, controls.WAKE_ALL)  # resumed: as ResumeQueue does
-        return {}
 
     async def tag_queue(self, ctx: RequestContext, req: Request) -> dict[str, Any]:
         queue = await self.queue(ctx, req["QueueUrl"])

@@ -449,6 +449,12 @@ def resume(env: Env) -> tuple[str, Call]:
     return "a", _queues("ResumeQueue", QueueUrl=env.url("a"))
 
 
+def set_conveyor_attributes(env: Env) -> tuple[str, Call]:
+    env.queue("a")
+    return "a", _queues("SetConveyorAttributes", QueueUrl=env.url("a"),
+                        Attributes={"ConveyorMaxDelaySeconds": "3600"})
+
+
 def drain(env: Env) -> tuple[str, Call]:
     return "a", _workers("DrainWorker", WorkerId=env.worker("a"))
 
@@ -537,6 +543,7 @@ SETUPS: dict[tuple[str, str], list[Setup]] = {
     ("GetMessageAttempts", "QueueUrl"): [get_attempts],
     ("PauseQueue", "QueueUrl"): [pause],
     ("ResumeQueue", "QueueUrl"): [resume],
+    ("SetConveyorAttributes", "QueueUrl"): [set_conveyor_attributes],
 }
 LIST_SETUPS: dict[tuple[str, str], ListSetup] = {
     ("ListQueues", "listed QueueUrls"): listed_queues,
