@@ -111,12 +111,13 @@ def max_delay_s(values: dict[str, str], limits: Limits) -> int:
 
 def check_delays(values: dict[str, str], limits: Limits) -> None:
     """A queue's delays against each other once its attributes are all known: its
-    DelaySeconds within its delay limit (SQS's 900 s unless raised), the limit within
-    its MessageRetentionPeriod (a message must live to be delivered)."""
+    DelaySeconds within its delay limit (SQS's 900 s unless raised), a raised limit
+    within its MessageRetentionPeriod (a message must live to be delivered)."""
     if int(values.get("DelaySeconds", "0")) > max_delay_s(values, limits):
         raise InvalidAttributeValue("Invalid value for the parameter DelaySeconds.")
+    # Only a raised limit: SQS itself takes a 900 s delay beside a 60 s retention.
     retention = values.get("MessageRetentionPeriod")
-    if retention is not None and max_delay_s(values, limits) > int(retention):
+    if MAX_DELAY in values and retention is not None and int(values[MAX_DELAY]) > int(retention):
         raise InvalidAttributeValue(f"Invalid value for the parameter {MAX_DELAY}. Reason: "
                                     "it may not exceed MessageRetentionPeriod.")
 
