@@ -283,6 +283,32 @@ def delete_queue(target: Target, queue: str, yes: bool) -> None:
     click.echo(f"deleted {queue}")
 
 
+@queue_group.command("set")
+@click.argument("queue")
+@click.option("--attribute", "-a", "attributes", multiple=True, required=True,
+              metavar="NAME=VALUE", help="An attribute, e.g. -a VisibilityTimeout=60 or "
+              "-a ConveyorMaxDelaySeconds=86400 (repeatable).")
+@_target
+def set_attributes(target: Target, queue: str, attributes: tuple[str, ...]) -> None:
+    """Set attributes of QUEUE: SQS's through SetQueueAttributes, a Conveyor server's own
+    (`Conveyor...`, e.g. ConveyorMaxDelaySeconds for delays past 15 minutes) through its
+    SetConveyorAttributes, which takes them in strict mode too."""
+    given = _pairs(attributes, "--attribute")
+    own = {k: v for k, v in given.items() if k.startswith("Conveyor")}
+    sqs_own = {k: v for k, v in given.items() if k not in own}
+
+    async def work(sqs: SQSClient) -> None:
+        url = await queue_url(sqs, queue)
+        if own:  # first: a raised delay limit lets the DelaySeconds beside it through
+            await sqs.call("SetConveyorAttributes", {"QueueUrl": url, "Attributes": own},
+                           target_prefix=QUEUES_TARGET_PREFIX)
+        if sqs_own:
+            await sqs.set_queue_attributes(url, sqs_own)
+
+    target.run(work, queue=queue)
+    click.echo(f"set {', '.join(given)} of {queue}")
+
+
 @queue_group.command("pause")
 @click.argument("queue")
 @_target

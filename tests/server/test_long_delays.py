@@ -12,6 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from click.testing import CliRunner
+
+from conveyor.cli import main
 from tests.server.conftest import Launcher
 from tests.server.helpers import (
     RawClient,
@@ -144,3 +147,16 @@ def test_scheduled_messages_survive_a_restart(launch: Launcher) -> None:
     advance_clock(server.url, DAY_S)
     assert [m["Body"] for m in receive_all(sqs, url, 1)] == ["the day after"]
     assert counts(sqs, url) == (0, 0, 0)
+
+
+def test_the_cli_sets_the_limit_in_strict_mode(strict_server: ServerProcess,
+                                               strict_sqs: Any) -> None:
+    name = unique("clidelay")
+    url = strict_sqs.create_queue(QueueName=name)["QueueUrl"]
+    done = CliRunner().invoke(main, ["queue", "set", name, "-a", f"{MAX_DELAY}=7200",
+                                     "-a", "DelaySeconds=3600", "--endpoint-url",
+                                     strict_server.url, "--region", "us-east-1"])
+    assert done.exit_code == 0, done.output
+    got = strict_sqs.get_queue_attributes(QueueUrl=url, AttributeNames=[
+        MAX_DELAY, "DelaySeconds"])["Attributes"]
+    assert got == {MAX_DELAY: "7200", "DelaySeconds": "3600"}
