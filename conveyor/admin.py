@@ -21,7 +21,7 @@ from click.core import ParameterSource
 
 from conveyor._click import HTTP_URL
 from conveyor.client.attempts import Attempt
-from conveyor.client.client import SQSClient, endpoint_from_queue_url
+from conveyor.client.client import QUEUES_TARGET_PREFIX, SQSClient, endpoint_from_queue_url
 from conveyor.client.errors import SQSError, SQSTransportError
 from conveyor.client.partitions import (
     MAX_PARTITIONS,
@@ -145,6 +145,7 @@ def queue_group() -> None:
 
 COUNTS = ("ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible",
           "ApproximateNumberOfMessagesDelayed")
+PAUSED = "ConveyorPaused"  # a Conveyor server's own attribute (service/controls.py)
 
 
 @queue_group.command("list")
@@ -163,14 +164,18 @@ def list_queues(target: Target, prefix: str, as_json: bool) -> None:
                 break
             params["NextToken"] = answer["NextToken"]
         looking = asyncio.Semaphore(LIST_CONCURRENCY)
+        names = [*COUNTS, "RedrivePolicy", PAUSED]
 
         async def counts(url: str) -> dict[str, str] | None:
             async with looking:
                 try:
-                    return await sqs.get_queue_attributes(url, [*COUNTS, "RedrivePolicy"])
+                    return await sqs.get_queue_attributes(url, names)
                 except SQSError as exc:
                     if exc.matches("QueueDoesNotExist"):
                         return None  # deleted since it was listed
+                    if exc.matches("InvalidAttributeName") and PAUSED in names:
+                        names.remove(PAUSED)  # not a Conveyor server: no pauses to show
+                        return await counts(url)
                     raise
 
         found = await asyncio.gather(*(counts(url) for url in urls))
@@ -189,8 +194,13 @@ def list_queues(target: Target, prefix: str, as_json: bool) -> None:
         policy = json.loads(attrs.get("RedrivePolicy") or "{}")
         dead_letters = policy.get("deadLetterTargetArn", "").rsplit(":", 1)[-1]
         rows.append([url.rsplit("/", 1)[-1], *(attrs.get(name, "?") for name in COUNTS),
+                     "paused" if attrs.get(PAUSED) == "true" else "",
                      dead_letters and f"{dead_letters} after {policy['maxReceiveCount']} receives"])
-    _print_table(["QUEUE", "VISIBLE", "IN FLIGHT", "DELAYED", "DEAD LETTERS TO"], rows)
+    headings = ["QUEUE", "VISIBLE", "IN FLIGHT", "DELAYED", "DELIVERY", "DEAD LETTERS TO"]
+    if not any(row[4] for row in rows):  # the column only when a queue is paused
+        headings.pop(4)
+        rows = [row[:4] + row[5:] for row in rows]
+    _print_table(headings, rows)
 
 
 @queue_group.command("create")
@@ -271,6 +281,59 @@ def delete_queue(target: Target, queue: str, yes: bool) -> None:
 
     target.run(work, queue=queue)
     click.echo(f"deleted {queue}")
+
+
+@queue_group.command("set")
+@click.argument("queue")
+@click.option("--attribute", "-a", "attributes", multiple=True, required=True,
+              metavar="NAME=VALUE", help="An attribute, e.g. -a VisibilityTimeout=60 or "
+              "-a ConveyorMaxDelaySeconds=86400 (repeatable).")
+@_target
+def set_attributes(target: Target, queue: str, attributes: tuple[str, ...]) -> None:
+    """Set attributes of QUEUE: SQS's through SetQueueAttributes, a Conveyor server's own
+    (`Conveyor...`, e.g. ConveyorMaxDelaySeconds for delays past 15 minutes) through its
+    SetConveyorAttributes, which takes them in strict mode too."""
+    given = _pairs(attributes, "--attribute")
+    own = {k: v for k, v in given.items() if k.startswith("Conveyor")}
+    sqs_own = {k: v for k, v in given.items() if k not in own}
+
+    async def work(sqs: SQSClient) -> None:
+        url = await queue_url(sqs, queue)
+        if own:  # first: a raised delay limit lets the DelaySeconds beside it through
+            await sqs.call("SetConveyorAttributes", {"QueueUrl": url, "Attributes": own},
+                           target_prefix=QUEUES_TARGET_PREFIX)
+        if sqs_own:
+            await sqs.set_queue_attributes(url, sqs_own)
+
+    target.run(work, queue=queue)
+    click.echo(f"set {', '.join(given)} of {queue}")
+
+
+@queue_group.command("pause")
+@click.argument("queue")
+@_target
+def pause_queue(target: Target, queue: str) -> None:
+    """Pause QUEUE's delivery (a Conveyor server's own call): receives answer nothing,
+    sends go on, parked long polls stay parked until `conveyor queue resume`."""
+    _control(target, queue, "PauseQueue")
+    click.echo(f"paused {queue}")
+
+
+@queue_group.command("resume")
+@click.argument("queue")
+@_target
+def resume_queue(target: Target, queue: str) -> None:
+    """Resume QUEUE's delivery: its parked long polls wake at once."""
+    _control(target, queue, "ResumeQueue")
+    click.echo(f"resumed {queue}")
+
+
+def _control(target: Target, queue: str, action: str) -> None:
+    async def work(sqs: SQSClient) -> None:
+        await sqs.call(action, {"QueueUrl": await queue_url(sqs, queue)},
+                       target_prefix=QUEUES_TARGET_PREFIX)
+
+    target.run(work, queue=queue)
 
 
 @queue_group.command("redrive")

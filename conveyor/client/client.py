@@ -32,6 +32,7 @@ _AMZ_HOST = re.compile(r"^sqs[.-]([a-z0-9-]+)\.amazonaws\.com")
 _DEFAULT_REGION = "us-east-1"
 SQS_TARGET_PREFIX = "AmazonSQS."
 WORKERS_TARGET_PREFIX = "ConveyorWorkers."  # Conveyor's own calls (not on Amazon SQS)
+QUEUES_TARGET_PREFIX = "ConveyorQueues."  # Conveyor's queue controls (pause, resume)
 # Long polls may legitimately take WaitTimeSeconds; allow this much on top.
 _LONG_POLL_MARGIN_S = 10.0
 

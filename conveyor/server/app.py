@@ -31,6 +31,7 @@ from conveyor.service import (
     StoreError,
     StoreUnavailable,
     attempts,
+    controls,
     leases,
     polls,
     workers,
@@ -45,6 +46,7 @@ log = logging.getLogger("conveyor.server")
 
 # Conveyor's own APIs beside SQS on the same port and protocol: target prefix -> actions.
 EXTENSIONS = {leases.TARGET_PREFIX: frozenset(leases.ACTIONS),
+              controls.TARGET_PREFIX: frozenset(controls.ACTIONS),
               workers.TARGET_PREFIX: frozenset(workers.ACTIONS + polls.ACTIONS
                                                + attempts.ACTIONS)}
 
@@ -392,6 +394,7 @@ class App:
             queues = await self.service.queue_counts()
         except StoreUnavailable:  # the rest still tells how the node fares meanwhile
             queues = []
+        self.metrics.paused.set(sum(controls.is_paused(queue) for queue, _ in queues))
         for queue, counts in queues:
             for state, value in (("visible", counts.visible), ("in_flight", counts.in_flight),
                                  ("delayed", counts.delayed)):

@@ -274,6 +274,10 @@ TABLE: dict[str, Entry] = {
     # dead-lettered: its history from this queue, not a touch of the dead-letter queue).
     "RecordAttempts": Entry((_QUEUE_URL,), unscoped=_BATCH_RECEIPT),
     "GetMessageAttempts": Entry((_QUEUE_URL,)),
+    # ConveyorQueues.* (service/controls.py): the queue paused or resumed.
+    "PauseQueue": Entry((_QUEUE_URL,)),
+    "ResumeQueue": Entry((_QUEUE_URL,)),
+    "SetConveyorAttributes": Entry((_QUEUE_URL,)),
     # ConveyorLease.* (service/leases.py): leases are named records, no queue's.
     **{action: Entry() for action in leases.ACTIONS},
 }

@@ -131,6 +131,10 @@ class ServerMetrics:
         self.messages = Gauge(
             "conveyor_queue_messages", "Messages per queue by state (visible, in_flight, delayed).",
             ["region", "queue", "state"], registry=self.registry)
+        self.paused = Gauge(
+            "conveyor_queues_paused", "Queues whose delivery is paused (ConveyorQueues."
+            "PauseQueue): receives answer nothing until they are resumed.",
+            registry=self.registry)
         self.waiting = Gauge("conveyor_long_polls_waiting", "Receivers parked in a long poll.",
                              registry=self.registry)
         self._announcements = Counter(

@@ -8,6 +8,7 @@ from typing import Any
 
 from conveyor.service.attempts import AttemptActions
 from conveyor.service.context import RequestContext
+from conveyor.service.controls import ControlActions
 from conveyor.service.leases import LeaseActions
 from conveyor.service.messages import MessageActions, ReceivePlan
 from conveyor.service.queues import QueueActions
@@ -27,7 +28,7 @@ __all__ = ["Counts", "QueueRecord", "ReceivePlan", "RequestContext", "Service", 
 
 
 class Service(QueueActions, MessageActions, RedriveActions, LeaseActions, WorkerActions,
-              AttemptActions):
+              AttemptActions, ControlActions):
     """The SQS API over a store. `action(name)` finds the method for a wire action."""
 
     def action(self, name: str) -> Action:

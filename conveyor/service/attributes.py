@@ -34,6 +34,15 @@ FIFO_ONLY_NAMED = ("DeduplicationScope", "FifoThroughputLimit")
 # Where a FIFO queue keeps the DeduplicationScope it was created with (never reported: not a
 # name GetQueueAttributes knows, and no client can set it). See dedup_scope.
 CREATED_DEDUP_SCOPE = "conveyor:CreatedDeduplicationScope"
+# Conveyor's own queue attributes (no SQS counterpart), each with the value it reads as
+# when unset: always readable by name; settable by SQS's calls, and listed under `All`,
+# only where Limits.conveyor_attributes allows (relaxed mode), and in any mode by
+# Conveyor's own SetConveyorAttributes (service/queues.py). ConveyorPaused: delivery paused
+# (service/controls.py). ConveyorMaxDelaySeconds: the longest DelaySeconds the queue takes,
+# on itself and on its messages, from SQS's 900 s (Limits.max_delay_s, unset) up to its
+# MessageRetentionPeriod: delays past 15 minutes for a queue that opts in.
+MAX_DELAY = "ConveyorMaxDelaySeconds"
+OWN = {"ConveyorPaused": "false", MAX_DELAY: "900"}
 
 
 def defaults(limits: Limits, fifo: bool) -> dict[str, str]:
@@ -73,7 +82,8 @@ def check(name: str, value: str, limits: Limits, fifo: bool, existing: bool = Fa
     if name in FIFO_ONLY_NAMED and not fifo:
         raise InvalidAttributeName(f"You can specify the {name} only when FifoQueue is set "
                                    "to true.")
-    if name not in SETTABLE or (name in FIFO_ONLY and not fifo):
+    own = name in OWN and limits.conveyor_attributes
+    if (name not in SETTABLE and not own) or (name in FIFO_ONLY and not fifo):
         raise InvalidAttributeName(f"Unknown Attribute {name}.")
     checker = _CHECKS.get(name)
     normalized = checker(value, limits) if checker else value
@@ -92,6 +102,24 @@ def _check_fifo_change(value: str, fifo: bool) -> str:
         raise InvalidAttributeValue("Invalid value for the parameter FifoQueue. Reason: "
                                     "Modifying queue type is not supported.")
     return "true"
+
+
+def max_delay_s(values: dict[str, str], limits: Limits) -> int:
+    """The longest DelaySeconds a queue with attributes `values` takes."""
+    return int(values.get(MAX_DELAY, limits.max_delay_s))
+
+
+def check_delays(values: dict[str, str], limits: Limits) -> None:
+    """A queue's delays against each other once its attributes are all known: its
+    DelaySeconds within its delay limit (SQS's 900 s unless raised), a raised limit
+    within its MessageRetentionPeriod (a message must live to be delivered)."""
+    if int(values.get("DelaySeconds", "0")) > max_delay_s(values, limits):
+        raise InvalidAttributeValue("Invalid value for the parameter DelaySeconds.")
+    # Only a raised limit: SQS itself takes a 900 s delay beside a 60 s retention.
+    retention = values.get("MessageRetentionPeriod")
+    if MAX_DELAY in values and retention is not None and int(values[MAX_DELAY]) > int(retention):
+        raise InvalidAttributeValue(f"Invalid value for the parameter {MAX_DELAY}. Reason: "
+                                    "it may not exceed MessageRetentionPeriod.")
 
 
 def at_creation(values: dict[str, str]) -> dict[str, str]:
@@ -133,8 +161,8 @@ def apply(current: dict[str, str], changes: dict[str, str]) -> dict[str, str]:
     SSE-SQS queue reads only SqsManagedSseEnabled)."""
     values = dict(current)
     for key, value in changes.items():
-        if value == "" and key in OPTIONAL:
-            values.pop(key, None)
+        if (value == "" and key in OPTIONAL) or OWN.get(key) == value:
+            values.pop(key, None)  # an own attribute at its default is not kept
         else:
             values[key] = value
     if changes.get("KmsMasterKeyId"):
@@ -203,7 +231,9 @@ def _json_object(value: str, limits: Limits) -> str | None:
 
 
 _CHECKS = {
-    "DelaySeconds": _int_range(0, lambda lim: lim.max_delay_s),
+    # Up to the longest any queue may take; check_delays holds it to the queue's own limit.
+    "DelaySeconds": _int_range(0, lambda lim: lim.max_retention_s),
+    MAX_DELAY: _int_range(lambda lim: lim.max_delay_s, lambda lim: lim.max_retention_s),
     "MaximumMessageSize": _int_range(lambda lim: lim.min_max_message_size,
                                      lambda lim: lim.max_message_bytes),
     "MessageRetentionPeriod": _int_range(lambda lim: lim.min_retention_s,
@@ -212,6 +242,7 @@ _CHECKS = {
     "VisibilityTimeout": _int_range(0, lambda lim: lim.max_visibility_s),
     "KmsDataKeyReusePeriodSeconds": _int_range(60, 86400),
     "SqsManagedSseEnabled": _boolean,
+    "ConveyorPaused": _boolean,
     "FifoQueue": _boolean,
     "ContentBasedDeduplication": _boolean,
     "DeduplicationScope": _one_of("messageGroup", "queue"),

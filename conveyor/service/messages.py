@@ -14,7 +14,7 @@ import orjson
 
 from conveyor.ids import UuidSequence
 from conveyor.service import attributes as attrs
-from conveyor.service import rules, validate
+from conveyor.service import controls, rules, validate
 from conveyor.service.activity import DELETED, RECEIVED, SENT
 from conveyor.service.base import ServiceBase
 from conveyor.service.context import RequestContext, parse_arn
@@ -62,6 +62,7 @@ class ReceivePlan:
     attribute_names: list[str]
     attempt_id: str | None
     fetched_ms: int = 0  # the clock at the last fetch
+    paused: bool = False  # the queue's delivery was paused at the last fetch (controls.py)
     # Members added to the answer (PollMessages: `Drain` from its announcement, polls.py).
     answer_extra: dict[str, Any] = field(default_factory=dict)
 
@@ -173,11 +174,12 @@ class MessageActions(ServiceBase):
                 return int(queue.attributes["DelaySeconds"])
             raise invalid_value(delay, "DelaySeconds", "The request include parameter that is "
                                 "not valid for this queue type.")
-        if not 0 <= delay <= self.limits.max_delay_s:
+        longest_s = attrs.max_delay_s(queue.attributes, self.limits)  # 900 unless raised
+        if not 0 <= delay <= longest_s:
             # Worded as AWS answers it, full stop and all (ballerina-platform/module-
             # ballerinax-aws.sqs, its tests against SQS: testSendMessageWithInvalidDelay).
             raise invalid_value(delay, "DelaySeconds", "DelaySeconds must be >= 0 and <= "
-                                f"{self.limits.max_delay_s}.")
+                                f"{longest_s}.")
         return delay
 
     def _fifo_keys(self, queue: QueueRecord, req: Request,
@@ -268,6 +270,9 @@ class MessageActions(ServiceBase):
             if replay and replay[0] > now_ms:
                 return replay[1]
         queue = await self.queue(ctx, plan.queue.name)
+        plan.paused = await controls.still_paused(self, queue)
+        if plan.paused:
+            return {}
         moved_before = 0
         redrive = await self._redrive_for(ctx, queue)
         stored = await receive_from(self.store, queue, plan.max_messages, plan.visibility_ms,
@@ -326,7 +331,10 @@ class MessageActions(ServiceBase):
     async def seconds_until_visible(self, plan: ReceivePlan) -> float | None:
         """How long until the queue's next delayed or in-flight message becomes visible,
         counting from the last fetch: one that became visible since (the clock may have
-        passed its time between the fetch and now) means fetch again at once."""
+        passed its time between the fetch and now) means fetch again at once. Nothing
+        becomes visible on a paused queue: its resume wakes the poll (controls.py)."""
+        if plan.paused:
+            return None
         next_ms = await self.store.next_visible_ms(plan.queue, plan.fetched_ms)
         return None if next_ms is None else max(0.0, (next_ms - self.clock.now_ms()) / 1000)
 

@@ -8,10 +8,12 @@ from typing import Any
 import orjson
 
 from conveyor.service import attributes as attrs
-from conveyor.service import rules, validate
+from conveyor.service import controls, rules, validate
 from conveyor.service.context import RequestContext
 from conveyor.service.identity import QueueEndings
 from conveyor.sqs.errors import (
+    InvalidAttributeName,
+    InvalidAttributeValue,
     InvalidParameterValue,
     PurgeQueueInProgress,
     QueueDeletedRecently,
@@ -33,10 +35,12 @@ class QueueActions(QueueEndings):
         self._check_tags(tags, {})
         wanted = {k: attrs.check(k, v, self.limits, fifo) for k, v in given.items()}
         attrs.check_encryption(wanted)
+        attrs.check_delays(attrs.apply(attrs.defaults(self.limits, fifo), wanted), self.limits)
         existing = await self.store.get_queue(ctx.region, name)
         if existing is not None:
             for key, value in wanted.items():
-                if not attrs.same_value(key, existing.attributes.get(key, ""), value):
+                current = existing.attributes.get(key, attrs.OWN.get(key, ""))
+                if not attrs.same_value(key, current, value):
                     raise QueueNameExists(
                         f"A queue already exists with the same name and a different value for "
                         f"attribute {key}")
@@ -98,7 +102,14 @@ class QueueActions(QueueEndings):
         known = [*attrs.SETTABLE, *attrs.COMPUTED]
         if not queue.fifo:
             known = [n for n in known if n not in attrs.FIFO_ONLY]
-        wanted = validate.requested_names(req.get("AttributeNames", []), known, "Attribute")
+        names = req.get("AttributeNames", [])
+        # Conveyor's own, asked by name: its extension used as designed, in any mode.
+        asked_own = attrs.OWN.keys() & set(names)
+        wanted = validate.requested_names([n for n in names if n not in attrs.OWN], known,
+                                          "Attribute") | asked_own
+        if self.limits.conveyor_attributes and "All" in names:
+            # `All` lists those set (a new queue reads as SQS's would); strict: never.
+            wanted |= attrs.OWN.keys() & queue.attributes.keys()
         values: dict[str, str] = {}
         if wanted & {"ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible",
                      "ApproximateNumberOfMessagesDelayed"}:
@@ -109,7 +120,7 @@ class QueueActions(QueueEndings):
         values |= {"CreatedTimestamp": str(queue.created_s),
                    "LastModifiedTimestamp": str(queue.modified_s),
                    "QueueArn": ctx.queue_arn(queue.name, queue.region)}
-        values |= queue.attributes
+        values |= attrs.OWN | queue.attributes
         result = {k: v for k, v in values.items() if k in wanted and v != ""}
         return {"Attributes": result} if result else {}
 
@@ -118,13 +129,41 @@ class QueueActions(QueueEndings):
         changes = req["Attributes"]
         checked = {k: attrs.check(k, v, self.limits, queue.fifo, existing=True)
                    for k, v in changes.items()}
+        await self._save_attributes(ctx, queue, checked)
+        return {}
+
+    async def set_conveyor_attributes(self, ctx: RequestContext, req: Request
+                                      ) -> dict[str, Any]:
+        """ConveyorQueues.SetConveyorAttributes {QueueUrl, Attributes}: set Conveyor's own
+        queue attributes (attributes.OWN) in any mode, strict too, where SetQueueAttributes
+        refuses them as SQS does; other names are refused."""
+        url, changes = req.get("QueueUrl"), req.get("Attributes")
+        queue = await self.queue(ctx, url if isinstance(url, str) else "")
+        if not isinstance(changes, dict) or not changes:
+            raise InvalidParameterValue("Attributes must name at least one attribute.")
+        own = replace(self.limits, conveyor_attributes=True)
+        checked: dict[str, str] = {}
+        for name, value in changes.items():
+            if name not in attrs.OWN:
+                raise InvalidAttributeName(f"Unknown Attribute {name}.")
+            if not isinstance(value, str):
+                raise InvalidAttributeValue(f"Invalid value for the parameter {name}.")
+            checked[name] = attrs.check(name, value, own, queue.fifo, existing=True)
+        await self._save_attributes(ctx, queue, checked)
+        return {}
+
+    async def _save_attributes(self, ctx: RequestContext, queue: QueueRecord,
+                               checked: dict[str, str]) -> None:
+        """Apply checked attribute changes to the queue, once they hold together."""
         attrs.check_encryption(checked)
         draft = replace(queue, attributes=attrs.apply(queue.attributes, checked))
+        attrs.check_delays(draft.attributes, self.limits)
         await self.check_redrive(ctx, draft)
         draft.modified_s = self.clock.now_s()
         await self.store.update_queue(draft)
         self.forget(queue)
-        return {}
+        if controls.is_paused(queue) and not controls.is_paused(draft):
+            self.on_ready(queue, controls.WAKE_ALL)  # resumed: as ResumeQueue does
 
     async def tag_queue(self, ctx: RequestContext, req: Request) -> dict[str, Any]:
         queue = await self.queue(ctx, req["QueueUrl"])

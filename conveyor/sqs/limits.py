@@ -49,6 +49,10 @@ class Limits:
     # console finds one: a bound on what a read costs, since no index is kept by message id
     # (every send would pay for one).
     attempts_scan_messages: int = 100_000
+    # Conveyor's own queue attributes (`Conveyor*`, service/attributes.py OWN) set through
+    # CreateQueue / SetQueueAttributes and listed under `All`: not in strict mode, where
+    # SQS's calls refuse names SQS does not know; Conveyor's own calls set them there.
+    conveyor_attributes: bool = False
 
 
 STRICT = Limits()
@@ -61,6 +65,7 @@ RELAXED = replace(
     max_request_bytes=64 * MIB,
     deleted_name_cooldown_s=0,
     purge_cooldown_s=0,
+    conveyor_attributes=True,
 )
 
 MODES = {"strict": STRICT, "relaxed": RELAXED}

@@ -176,10 +176,10 @@ class Caller:
         except ClientError as error:
             raise Refused(error.response["Error"]["Code"]) from None
 
-    def workers(self, action: str, **payload: Any) -> Any:
+    def workers(self, action: str, prefix: str = WORKERS_PREFIX, **payload: Any) -> Any:
         resp = self.raw.request("POST", "/", json.dumps(payload).encode(), {
             "Content-Type": "application/x-amz-json-1.0",
-            "X-Amz-Target": WORKERS_PREFIX + action})
+            "X-Amz-Target": prefix + action})
         if resp.status != 200:  # the Query-era code, as botocore reads it for SQS calls
             raise Refused((resp.header("x-amzn-query-error") or "").split(";")[0]
                           or resp.json().get("__type", "").rsplit("#", 1)[-1])
@@ -434,6 +434,27 @@ def get_attempts(env: Env) -> tuple[str, Call]:
                          MessageId=sent["MessageId"])
 
 
+def _queues(action: str, **payload: Any) -> Call:
+    return lambda c: c.workers(action, prefix="ConveyorQueues.", **payload)
+
+
+def pause(env: Env) -> tuple[str, Call]:
+    env.queue("a")
+    return "a", _queues("PauseQueue", QueueUrl=env.url("a"))
+
+
+def resume(env: Env) -> tuple[str, Call]:
+    env.queue("a")
+    env.admin.workers("PauseQueue", prefix="ConveyorQueues.", QueueUrl=env.url("a"))
+    return "a", _queues("ResumeQueue", QueueUrl=env.url("a"))
+
+
+def set_conveyor_attributes(env: Env) -> tuple[str, Call]:
+    env.queue("a")
+    return "a", _queues("SetConveyorAttributes", QueueUrl=env.url("a"),
+                        Attributes={"ConveyorMaxDelaySeconds": "3600"})
+
+
 def drain(env: Env) -> tuple[str, Call]:
     return "a", _workers("DrainWorker", WorkerId=env.worker("a"))
 
@@ -520,6 +541,9 @@ SETUPS: dict[tuple[str, str], list[Setup]] = {
     ("PollMessages", "Announce.Queue"): [poll_announcing],
     ("RecordAttempts", "QueueUrl"): [record_attempt],
     ("GetMessageAttempts", "QueueUrl"): [get_attempts],
+    ("PauseQueue", "QueueUrl"): [pause],
+    ("ResumeQueue", "QueueUrl"): [resume],
+    ("SetConveyorAttributes", "QueueUrl"): [set_conveyor_attributes],
 }
 LIST_SETUPS: dict[tuple[str, str], ListSetup] = {
     ("ListQueues", "listed QueueUrls"): listed_queues,
