@@ -12,6 +12,16 @@ and the node carries on by itself: one task watches the LISTEN connection, re-es
 it with back-off, logs the outage once when it starts and once when it ends, and then
 wakes every parked long poll (notifications sent meanwhile were missed). The pool replaces
 its broken connections as requests ask for them.
+
+Failover: the DSN may name several hosts (`postgresql://h1:5432,h2:5432/db`, libpq's
+multi-host form); every connection goes to the one that takes writes
+(`target_session_attrs=read-write`, the default here). A server that is not, or no longer,
+the primary (a standby, one being promoted, an old primary fenced read-only) is an outage
+like a stopped one: StoreUnavailable, never a user's error. Once the LISTEN connection is
+back on the primary, every pooled connection is replaced too, so none stays on the old one.
+A statement whose answer never came (its server died, or it waited past
+`statement_timeout_s`, as a commit does for a synchronous standby that is not there) is
+a failure to every caller of it: it may have been applied, but it was not acknowledged.
 """
 
 from __future__ import annotations
@@ -55,7 +65,16 @@ SKEW_REFRESH_S = 30.0
 # 5 s, so that a restart of a second or two costs little and a long outage few attempts.
 RECONNECT_FIRST_S = 0.1
 RECONNECT_MAX_S = 5.0
-PROBE_TIMEOUT_S = 5.0  # a database that does not answer SELECT 1 by then counts as gone
+PROBE_TIMEOUT_S = 5.0  # a database that does not answer the probe by then counts as gone
+# A statement unanswered this long is answered StoreUnavailable (asyncpg cancels it). A
+# bound on a hang, far above any request's work: chiefly a commit that waits for a
+# synchronous standby none of which is connected (a primary just promoted whose
+# synchronous_standby_names still names one), which PostgreSQL would let wait forever,
+# taking every pooled connection with it. Below botocore's 60 s read timeout, so that the
+# client hears a retryable 503 rather than nothing.
+STATEMENT_TIMEOUT_S = 20.0
+# The probe of the LISTEN connection's server: is it up, and still the primary?
+_PROBE = "SELECT pg_is_in_recovery() OR current_setting('transaction_read_only')::bool"
 # asyncpg waits 60 s by default: longer than a client waits for its answer.
 CONNECT_TIMEOUT_S = 10.0
 
@@ -67,6 +86,12 @@ _DRIVER_ERRORS = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError,
 _UNREACHABLE = (OSError, asyncpg.PostgresConnectionError, asyncpg.AdminShutdownError,
                 asyncpg.CrashShutdownError, asyncpg.CannotConnectNowError,
                 asyncpg.TooManyConnectionsError)
+# The server reached is not the primary: no host of the DSN takes writes now (during a
+# failover, before the promotion), or a connection made earlier is on a server that has
+# become read-only (a standby, an old primary fenced off). An outage too, and a sign that
+# connections must be made afresh.
+_NOT_PRIMARY = (asyncpg.exceptions.TargetServerAttributeNotMatched,
+                asyncpg.ReadOnlySQLTransactionError)
 
 # Versioned migrations: (version, statements). Append only; never edit a released one.
 MIGRATIONS: list[tuple[int, str]] = [(1, """
@@ -315,8 +340,10 @@ class PostgresStore:
 
     shared = True  # several nodes share this store: caches must expire, sends announce
 
-    def __init__(self, dsn: str, pool_size: int = 10, clock: Clock | None = None) -> None:
+    def __init__(self, dsn: str, pool_size: int = 10, clock: Clock | None = None,
+                 statement_timeout_s: float = STATEMENT_TIMEOUT_S) -> None:
         self.dsn, self.schema = _split_schema(dsn)
+        self.statement_timeout_s = statement_timeout_s
         # NOTIFY channels are database-wide: one per schema, so that nodes of other
         # Conveyor installations in the same database do not wake our long polls.
         self.channel = f"{NOTIFY_CHANNEL}.{self.schema}"[:63] if self.schema else NOTIFY_CHANNEL
@@ -360,11 +387,12 @@ class PostgresStore:
             # the database's health.
             self._pool = await asyncpg.create_pool(
                 self.dsn, min_size=0, max_size=self.pool_size, timeout=CONNECT_TIMEOUT_S,
-                server_settings=self._settings, reset=_keep_session)
+                command_timeout=self.statement_timeout_s, server_settings=self._settings,
+                reset=_keep_session)
             await self._migrate()
             await self._measure_skew()
             self._listener = await self._listen()
-        except (OSError, asyncpg.PostgresError) as exc:
+        except (OSError, asyncpg.PostgresError, *_NOT_PRIMARY) as exc:
             raise StoreError(f"PostgreSQL at {_redact(self.dsn)}: {exc}") from exc
         self._tasks += [asyncio.create_task(self._refresh_skew()),
                         asyncio.create_task(self._watch())]
@@ -394,7 +422,17 @@ class PostgresStore:
         return {}
 
     async def _migrate(self) -> None:
-        async with self._tx() as db:
+        # A connection of its own: building an index on a large table may take longer
+        # than the pool's statement bound.
+        db = await asyncpg.connect(self.dsn, timeout=CONNECT_TIMEOUT_S,
+                                   server_settings=self._settings)
+        try:
+            await self._migrate_on(db)
+        finally:
+            await db.close()
+
+    async def _migrate_on(self, db: asyncpg.Connection) -> None:
+        async with db.transaction():
             await db.execute("SELECT pg_advisory_xact_lock($1)", _MIGRATION_LOCK)
             await db.execute("CREATE TABLE IF NOT EXISTS conveyor_schema"
                              " (version INTEGER NOT NULL)")
@@ -450,6 +488,7 @@ class PostgresStore:
                 if self._listener is None or self._listener.is_closed():
                     self._listener = await self._listen()
                     self._suspect.clear()
+                    await self._follow_primary()
                     self._back()
                     self.on_remote_missed()
                 delay_s = RECONNECT_FIRST_S
@@ -469,11 +508,23 @@ class PostgresStore:
             self._suspect.clear()
             if listener.is_closed():
                 return
-            try:  # a request lost its connection: does the database still answer?
-                await asyncio.wait_for(listener.fetchval("SELECT 1"), PROBE_TIMEOUT_S)
+            try:  # a request lost its connection: is the primary still there, and this one?
+                if await asyncio.wait_for(listener.fetchval(_PROBE), PROBE_TIMEOUT_S):
+                    raise asyncpg.ReadOnlySQLTransactionError(
+                        "the server is no longer the primary")
             except Exception:
                 listener.terminate()
                 raise
+
+    async def _follow_primary(self) -> None:
+        """After an outage, with the LISTEN connection on the primary again: replace every
+        pooled connection (one left on a server that survived a failover as a standby, or
+        as a fenced old primary, would fail its writes), and measure the clock afresh (the
+        new primary may be another machine)."""
+        assert self._pool is not None
+        await self._pool.expire_connections()
+        with contextlib.suppress(Exception):  # measured again in SKEW_REFRESH_S anyway
+            await self._measure_skew()
 
     def _gone(self, exc: BaseException) -> None:
         if self._gone_since is None:
@@ -545,7 +596,9 @@ class PostgresStore:
                 self._suspect.set()  # (if the block succeeded) is done all the same
 
     def _translate(self, exc: Exception, conn: asyncpg.Connection | None) -> StoreError:
-        if isinstance(exc, _UNREACHABLE) or (conn is not None and _closed(conn)):
+        if isinstance(exc, _NOT_PRIMARY) and conn is not None:
+            conn.terminate()  # its replacement goes to whichever server is the primary now
+        if isinstance(exc, _UNREACHABLE + _NOT_PRIMARY) or (conn is not None and _closed(conn)):
             self._suspect.set()  # _watch finds out whether the database itself is gone
             return StoreUnavailable(f"PostgreSQL unavailable: {exc}")
         return StoreError(f"PostgreSQL: {exc}")
@@ -1049,12 +1102,17 @@ def _ident(name: str) -> str:
 
 
 def _split_schema(dsn: str) -> tuple[str, str | None]:
-    """Take Conveyor's own `schema` query parameter out of a libpq-style URL."""
+    """Take Conveyor's own `schema` query parameter out of a libpq-style URL, and ask
+    for the primary (`target_session_attrs=read-write`) unless the URL or the environment
+    (PGTARGETSESSIONATTRS) says otherwise: of several hosts, the one that takes writes."""
     parts = urlsplit(dsn)
     params = parse_qsl(parts.query, keep_blank_values=True)
     schema = next((v for k, v in params if k == "schema"), None)
-    query = urlencode([(k, v) for k, v in params if k != "schema"])
-    return urlunsplit(parts._replace(query=query)), schema
+    params = [(k, v) for k, v in params if k != "schema"]
+    if ("target_session_attrs" not in dict(params)
+            and "PGTARGETSESSIONATTRS" not in os.environ):
+        params.append(("target_session_attrs", "read-write"))
+    return urlunsplit(parts._replace(query=urlencode(params))), schema
 
 
 def _redact(dsn: str) -> str:
