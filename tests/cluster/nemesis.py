@@ -13,6 +13,12 @@ are in flight when the primary dies (their callers must hear a failure, not an
 acknowledgement); with `sync=False` (asynchronous throughout: a commit is acknowledged
 once it is on the primary's disk) they are acknowledged and lost, the window measured.
 The held sender is killed with the primary, so that what it held back never leaves.
+
+With `switchovers=True` every other failover is a demotion instead of a crash, as an HA
+manager's switchover or fencing does: the primary stays up but turns read-only (its
+sessions too: `default_transaction_read_only`), so the nodes' connections to it fail
+their writes while no host takes writes; then the standby is promoted and the old primary
+shut down and rebuilt.
 """
 
 from __future__ import annotations
@@ -34,7 +40,8 @@ SYNC_WITHIN_S = 60.0  # a bound on a hang: a rebuilt standby streams within seco
 class Failover:
     """When one failover's steps happened (monotonic seconds)."""
 
-    died: float
+    kind: str  # "crash" | "demote"
+    died: float  # the primary crashed, or turned read-only
     promoted: float
     rebuilt: float
     # WAL the standby had not flushed when the primary died (bytes).
@@ -47,6 +54,7 @@ class Nemesis:
     standby: PostgresInstance
     sync: bool = True
     stall_s: float = 0.3
+    switchovers: bool = True
     failovers: list[Failover] = field(default_factory=list)
 
     def setup(self) -> None:
@@ -55,10 +63,15 @@ class Nemesis:
         self._name_standby()
 
     def fail_over(self) -> Failover:
-        """Crash the primary, promote the standby, rebuild the old primary as its standby."""
-        lag = self._crash()
-        died = time.monotonic()
+        """Crash (or demote) the primary, promote the standby, rebuild the old primary as its
+        standby."""
+        demote = self.switchovers and len(self.failovers) % 2 == 1
+        fenced = time.monotonic()
+        lag = self._demote() if demote else self._crash()
+        died = fenced if demote else time.monotonic()
         self.standby.promote()
+        if demote:
+            self.primary.stop()
         promoted = time.monotonic()
         old, self.primary = self.primary, self.standby
         if self.sync:  # Patroni's non-strict synchronous mode: no standby, no waiting for one
@@ -66,7 +79,8 @@ class Nemesis:
                  "SELECT pg_reload_conf()")
         self.standby = old.rebuild_as_standby_of(self.primary)
         self._name_standby()
-        done = Failover(died, promoted, time.monotonic(), int(lag or 0))
+        done = Failover("demote" if demote else "crash", died, promoted, time.monotonic(),
+                        int(lag or 0))
         self.failovers.append(done)
         return done
 
@@ -87,6 +101,13 @@ class Nemesis:
             assert time.monotonic() < deadline, "the primary did not die"
             time.sleep(0.01)
         return int(lag or 0)
+
+    def _demote(self) -> int:
+        """Turn the primary read-only, sessions and all, and leave it so for `stall_s`."""
+        _sql(self.primary, "ALTER SYSTEM SET default_transaction_read_only = on",
+             "SELECT pg_reload_conf()")
+        time.sleep(self.stall_s)
+        return 0
 
     def _name_standby(self) -> None:
         names = "'*'" if self.sync else "''"

@@ -132,8 +132,10 @@ def _queued(node: ServerProcess, url: str) -> set[str]:
 
 
 def _recovery_s(history: History, failover: Failover, node: int) -> float:
-    """From the primary's death to the node's first acknowledged call begun after it."""
-    after = [op.end for op in history.ops if op.node == node and op.start >= failover.died]
+    """From the primary's death to the node's first acknowledged send begun after it (a
+    send must reach the primary; an empty receive may not need to)."""
+    after = [op.end for op in history.of("send")
+             if op.node == node and op.start >= failover.died]
     return min(after, default=float("inf")) - failover.died
 
 
@@ -170,7 +172,9 @@ def _run(nemesis: Nemesis, nodes: list[ServerProcess], failovers: int
 
 def _report(nemesis: Nemesis, history: History, verdict: Verdict, nodes: int) -> dict:
     recovery = sorted(_recovery_s(history, f, n) for f in nemesis.failovers
-                      for n in range(nodes))
+                      for n in range(nodes) if f.kind == "crash")
+    demoted = sorted(_recovery_s(history, f, n) for f in nemesis.failovers
+                     for n in range(nodes) if f.kind == "demote")
     # Acknowledged from the stall before a death until the standby was rebuilt.
     acked_during = sum(len(op.ids) for op in history.of("send") if any(
         f.died - nemesis.stall_s - 0.1 <= op.end <= f.rebuilt for f in nemesis.failovers))
@@ -180,6 +184,7 @@ def _report(nemesis: Nemesis, history: History, verdict: Verdict, nodes: int) ->
     return {
         "replication": "sync" if nemesis.sync else "async",
         "failovers": len(nemesis.failovers),
+        "demotions": sum(f.kind == "demote" for f in nemesis.failovers),
         "acknowledged": verdict.acknowledged,
         "acknowledged_around_failovers": acked_during,
         "lost": len(verdict.lost),
@@ -188,6 +193,9 @@ def _report(nemesis: Nemesis, history: History, verdict: Verdict, nodes: int) ->
         "deletes_undone": len(verdict.undone),
         "recovery_s_p50": round(statistics.median(recovery), 3),
         "recovery_s_max": round(max(recovery), 3),
+        # The same from a demotion (the primary turned read-only, the promotion after it).
+        "demoted_recovery_s_p50": round(statistics.median(demoted), 3) if demoted else None,
+        "demoted_recovery_s_max": round(max(demoted), 3) if demoted else None,
         "standby_lag_bytes_max": max(f.lag_bytes for f in nemesis.failovers),
         "errors": sorted({code for _, code in history.errors}),
     }
