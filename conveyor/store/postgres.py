@@ -75,6 +75,16 @@ PROBE_TIMEOUT_S = 5.0  # a database that does not answer the probe by then count
 STATEMENT_TIMEOUT_S = 20.0
 # The probe of the LISTEN connection's server: is it up, and still the primary?
 _PROBE = "SELECT pg_is_in_recovery() OR current_setting('transaction_read_only')::bool"
+# After a statement went unanswered: do commits wait for a synchronous standby that is
+# not there? (synchronous_standby_names when commits wait for one and none is connected;
+# else NULL. The waits themselves ended when asyncpg cancelled them.)
+_SYNC_STALL = (
+    "SELECT current_setting('synchronous_standby_names') WHERE"
+    " current_setting('synchronous_standby_names') <> '' AND"
+    " current_setting('synchronous_commit') IN ('on', 'remote_write', 'remote_apply')"
+    " AND NOT EXISTS (SELECT 1 FROM pg_stat_replication WHERE sync_state IN ('sync',"
+    " 'quorum'))")
+STALL_LOG_EVERY_S = 60.0  # a stall that lasts is logged again this often, not per request
 # asyncpg waits 60 s by default: longer than a client waits for its answer.
 CONNECT_TIMEOUT_S = 10.0
 
@@ -364,6 +374,8 @@ class PostgresStore:
         self._settings = {"search_path": self.schema} if self.schema else {}
         self._suspect = asyncio.Event()  # a request lost its connection: is the database gone?
         self._gone_since: float | None = None  # monotonic time the outage was noticed
+        self._timed_out = False  # a statement went unanswered: _watch looks into why
+        self._stall_logged_s: float | None = None
         # Standard queues' sends and claims, and delete batches, from concurrent requests,
         # grouped. Claims one per queue: two in one statement would find the same rows.
         # Each flush is then one statement, so one transaction, rolled back whole if the
@@ -512,9 +524,26 @@ class PostgresStore:
                 if await asyncio.wait_for(listener.fetchval(_PROBE), PROBE_TIMEOUT_S):
                     raise asyncpg.ReadOnlySQLTransactionError(
                         "the server is no longer the primary")
+                if self._timed_out:
+                    self._timed_out = False
+                    self._explain_stall(await asyncio.wait_for(
+                        listener.fetchval(_SYNC_STALL), PROBE_TIMEOUT_S))
             except Exception:
                 listener.terminate()
                 raise
+
+    def _explain_stall(self, standby_names: str | None) -> None:
+        """Say why statements go unanswered on a primary that answers the probe, when it is
+        the usual reason; at most every STALL_LOG_EVERY_S."""
+        now_s = self.clock.monotonic_s()
+        if standby_names is None or (self._stall_logged_s is not None
+                                     and now_s - self._stall_logged_s < STALL_LOG_EVERY_S):
+            return
+        self._stall_logged_s = now_s
+        log.error("PostgreSQL at %s cannot commit: its commits wait for a synchronous standby"
+                  " (synchronous_standby_names = '%s') and none is connected; writes are"
+                  " answered ServiceUnavailable after %.0f s until one is, or the setting is"
+                  " relaxed", _redact(self.dsn), standby_names, self.statement_timeout_s)
 
     async def _follow_primary(self) -> None:
         """After an outage, with the LISTEN connection on the primary again: replace every
@@ -598,6 +627,8 @@ class PostgresStore:
     def _translate(self, exc: Exception, conn: asyncpg.Connection | None) -> StoreError:
         if isinstance(exc, _NOT_PRIMARY) and conn is not None:
             conn.terminate()  # its replacement goes to whichever server is the primary now
+        if isinstance(exc, TimeoutError):  # the statement bound: asyncpg cancelled it
+            self._timed_out = True
         if isinstance(exc, _UNREACHABLE + _NOT_PRIMARY) or (conn is not None and _closed(conn)):
             self._suspect.set()  # _watch finds out whether the database itself is gone
             return StoreUnavailable(f"PostgreSQL unavailable: {exc}")

@@ -41,7 +41,7 @@ class Failover:
     """When one failover's steps happened (monotonic seconds)."""
 
     kind: str  # "crash" | "demote"
-    died: float  # the primary crashed, or turned read-only
+    died: float  # the primary was killed, or turned read-only
     promoted: float
     rebuilt: float
     # WAL the standby had not flushed when the primary died (bytes).
@@ -66,9 +66,7 @@ class Nemesis:
         """Crash (or demote) the primary, promote the standby, rebuild the old primary as its
         standby."""
         demote = self.switchovers and len(self.failovers) % 2 == 1
-        fenced = time.monotonic()
-        lag = self._demote() if demote else self._crash()
-        died = fenced if demote else time.monotonic()
+        lag, died = self._demote() if demote else self._crash()
         self.standby.promote()
         if demote:
             self.primary.stop()
@@ -84,9 +82,10 @@ class Nemesis:
         self.failovers.append(done)
         return done
 
-    def _crash(self) -> int:
+    def _crash(self) -> tuple[int, float]:
         """Hold the WAL sender, then kill the primary (as `pg_ctl -m immediate` does: SIGQUIT
-        to the postmaster) and the held sender with it. What the standby had not flushed."""
+        to the postmaster) and the held sender with it. What the standby had not flushed
+        (bytes), and when the primary was killed."""
         sender = _sql(self.primary, "SELECT pid FROM pg_stat_replication")
         assert isinstance(sender, int)
         os.kill(sender, signal.SIGSTOP)
@@ -94,20 +93,22 @@ class Nemesis:
         lag = _sql(self.primary, "SELECT (pg_current_wal_lsn() - flush_lsn)::bigint"
                                  " FROM pg_stat_replication")
         postmaster = int((self.primary.data / "postmaster.pid").read_text().split()[0])
+        died = time.monotonic()
         os.kill(postmaster, signal.SIGQUIT)
         os.kill(sender, signal.SIGKILL)
         deadline = time.monotonic() + SYNC_WITHIN_S
         while (self.primary.data / "postmaster.pid").exists():  # removed as it exits
             assert time.monotonic() < deadline, "the primary did not die"
             time.sleep(0.01)
-        return int(lag or 0)
+        return int(lag or 0), died
 
-    def _demote(self) -> int:
+    def _demote(self) -> tuple[int, float]:
         """Turn the primary read-only, sessions and all, and leave it so for `stall_s`."""
+        died = time.monotonic()
         _sql(self.primary, "ALTER SYSTEM SET default_transaction_read_only = on",
              "SELECT pg_reload_conf()")
         time.sleep(self.stall_s)
-        return 0
+        return 0, died
 
     def _name_standby(self) -> None:
         names = "'*'" if self.sync else "''"

@@ -13,6 +13,7 @@ StoreUnavailable within the store's statement bound instead of never.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -64,7 +65,9 @@ async def _sql(instance: PostgresInstance, *statements: str) -> None:
         await conn.close()
 
 
-def test_the_store_follows_a_failover_to_the_promoted_standby() -> None:
+def test_the_store_follows_a_failover_to_the_promoted_standby(
+        caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="conveyor.store.postgres")
     with own_pair(SYNC) as (primary, standby):
         url = multi_host_url(primary, standby, target_session_attrs="read-write")
 
@@ -105,6 +108,9 @@ def test_the_store_follows_a_failover_to_the_promoted_standby() -> None:
                 await b.close()
 
         asyncio.run(scenario())
+    stalls = [r.getMessage() for r in caplog.records if "synchronous standby" in r.getMessage()]
+    assert len(stalls) == 1, stalls  # the operator is told why writes fail, once
+    assert "synchronous_standby_names = '*'" in stalls[0]
 
 
 def test_a_primary_fenced_read_only_is_left_for_the_promoted_standby() -> None:
