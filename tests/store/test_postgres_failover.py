@@ -146,3 +146,33 @@ def test_a_primary_fenced_read_only_is_left_for_the_promoted_standby() -> None:
                 await b.close()
 
         asyncio.run(scenario())
+
+
+def test_sends_waiting_on_their_commit_when_the_primary_dies_all_fail() -> None:
+    """Several sends grouped into shared statements (_coalesce.py), their commits waiting
+    for the synchronous standby (stopped), when the primary dies: none of their callers
+    hears an acknowledgement, and none of the messages is on the standby promoted after."""
+    with own_pair(SYNC) as (primary, standby):
+        url = multi_host_url(primary, standby, target_session_attrs="read-write")
+
+        async def scenario() -> None:
+            a = await PostgresStore(url, pool_size=4).open()
+            try:
+                queue = await a.create_queue("r", "q", {}, {}, 1)
+                await asyncio.to_thread(standby.stop)
+                sends = [asyncio.create_task(a.send(queue, [_message(n)], 1, 0))
+                         for n in range(6)]
+                await asyncio.sleep(1.0)  # the first shared statement waits on its commit
+                assert not any(send.done() for send in sends)
+                await asyncio.to_thread(primary.crash)
+                outcomes = await asyncio.wait_for(
+                    asyncio.gather(*sends, return_exceptions=True), RECOVERED_WITHIN_S)
+                assert all(isinstance(o, StoreUnavailable) for o in outcomes), outcomes
+
+                await asyncio.to_thread(standby.start)
+                await asyncio.to_thread(standby.promote)
+                assert await _until_served(lambda: a.peek(queue, 10, 0)) == []
+            finally:
+                await a.close()
+
+        asyncio.run(scenario())
