@@ -15,10 +15,13 @@ its broken connections as requests ask for them.
 
 Failover: the DSN may name several hosts (`postgresql://h1:5432,h2:5432/db`, libpq's
 multi-host form); every connection goes to the one that takes writes
-(`target_session_attrs=read-write`, the default here). A server that is not, or no longer,
-the primary (a standby, one being promoted, an old primary fenced read-only) is an outage
-like a stopped one: StoreUnavailable, never a user's error. Once the LISTEN connection is
-back on the primary, every pooled connection is replaced too, so none stays on the old one.
+(`target_session_attrs=read-write`, the default here), each host given its own connect
+timeout (_primary.py). A server that is not, or no longer, the primary (a standby, one
+being promoted, an old primary fenced read-only) is an outage like a stopped one:
+StoreUnavailable, never a user's error. The LISTEN connection's server is probed every
+PROBE_EVERY_S, so that one that died silently (its machine, a partition) is noticed too.
+Once the LISTEN connection is back on the primary the pool is replaced, its connections
+closed: none stays on the old server, and none waits there for an answer never coming.
 A statement whose answer never came (its server died, or it waited past
 `statement_timeout_s`, as a commit does for a synchronous standby that is not there) is
 a failure to every caller of it: it may have been applied, but it was not acknowledged.
@@ -31,7 +34,7 @@ import contextlib
 import logging
 import os
 import random
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -40,6 +43,7 @@ import orjson
 
 from conveyor.clock import Clock
 from conveyor.store._coalesce import Coalescer
+from conveyor.store._primary import Primary
 from conveyor.store.base import (
     OK,
     STALE,
@@ -65,7 +69,14 @@ SKEW_REFRESH_S = 30.0
 # 5 s, so that a restart of a second or two costs little and a long outage few attempts.
 RECONNECT_FIRST_S = 0.1
 RECONNECT_MAX_S = 5.0
-PROBE_TIMEOUT_S = 5.0  # a database that does not answer the probe by then counts as gone
+PROBE_TIMEOUT_S = 3.0  # a database that does not answer the probe by then counts as gone
+# The LISTEN connection's server is probed this often even when no request failed: a
+# server that died without a word (no RST: its machine, a partition) leaves connections
+# that wait forever. One tiny statement per node this often.
+PROBE_EVERY_S = 2.0
+# With several hosts, each gets this long to connect (libpq's connect_timeout), so that one
+# that drops packets delays the next one's try only so much.
+HOST_CONNECT_TIMEOUT_S = 4.0
 # A statement unanswered this long is answered StoreUnavailable (asyncpg cancels it). A
 # bound on a hang, far above any request's work: chiefly a commit that waits for a
 # synchronous standby none of which is connected (a primary just promoted whose
@@ -354,6 +365,9 @@ class PostgresStore:
                  statement_timeout_s: float = STATEMENT_TIMEOUT_S) -> None:
         self.dsn, self.schema = _split_schema(dsn)
         self.statement_timeout_s = statement_timeout_s
+        self._primary = Primary(self.dsn, CONNECT_TIMEOUT_S)
+        if len(self._primary.hosts) > 1:
+            self._primary.host_timeout_s = HOST_CONNECT_TIMEOUT_S
         # NOTIFY channels are database-wide: one per schema, so that nodes of other
         # Conveyor installations in the same database do not wake our long polls.
         self.channel = f"{NOTIFY_CHANNEL}.{self.schema}"[:63] if self.schema else NOTIFY_CHANNEL
@@ -390,17 +404,10 @@ class PostgresStore:
     async def open(self) -> PostgresStore:
         try:
             if self.schema:
-                conn = await asyncpg.connect(self.dsn, timeout=CONNECT_TIMEOUT_S)
+                conn = await self._primary.connect()
                 await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {_ident(self.schema)}")
                 await conn.close()
-            # min_size=0: asyncpg keeps a floor of connections by reconnecting in the
-            # background, and logs a traceback for each failed try while the database is
-            # down. Connections are made as requests need them instead; _watch follows
-            # the database's health.
-            self._pool = await asyncpg.create_pool(
-                self.dsn, min_size=0, max_size=self.pool_size, timeout=CONNECT_TIMEOUT_S,
-                command_timeout=self.statement_timeout_s, server_settings=self._settings,
-                reset=_keep_session)
+            self._pool = await self._new_pool()
             await self._migrate()
             await self._measure_skew()
             self._listener = await self._listen()
@@ -409,6 +416,16 @@ class PostgresStore:
         self._tasks += [asyncio.create_task(self._refresh_skew()),
                         asyncio.create_task(self._watch())]
         return self
+
+    async def _new_pool(self) -> asyncpg.Pool:
+        # min_size=0: asyncpg keeps a floor of connections by reconnecting in the
+        # background, and logs a traceback for each failed try while the database is
+        # down. Connections are made as requests need them instead; _watch follows
+        # the database's health.
+        return await asyncpg.create_pool(
+            self.dsn, connect=self._primary.connect, min_size=0, max_size=self.pool_size,
+            command_timeout=self.statement_timeout_s, server_settings=self._settings,
+            reset=_keep_session)
 
     async def close(self) -> None:
         for task in self._tasks:
@@ -436,8 +453,7 @@ class PostgresStore:
     async def _migrate(self) -> None:
         # A connection of its own: building an index on a large table may take longer
         # than the pool's statement bound.
-        db = await asyncpg.connect(self.dsn, timeout=CONNECT_TIMEOUT_S,
-                                   server_settings=self._settings)
+        db = await self._primary.connect(server_settings=self._settings)
         try:
             await self._migrate_on(db)
         finally:
@@ -476,8 +492,7 @@ class PostgresStore:
 
     async def _listen(self) -> asyncpg.Connection:
         """A connection subscribed to this store's channel; its loss sets `_suspect`."""
-        conn = await asyncpg.connect(self.dsn, timeout=CONNECT_TIMEOUT_S,
-                                     server_settings=self._settings)
+        conn = await self._primary.connect(server_settings=self._settings)
         try:
             conn.add_termination_listener(lambda _conn: self._suspect.set())
             await conn.add_listener(self.channel, self._on_notify)
@@ -516,18 +531,19 @@ class PostgresStore:
     async def _until_lost(self, listener: asyncpg.Connection) -> None:
         """Return when `listener` closes; raise if the database stops answering on it."""
         while not listener.is_closed():
-            await self._suspect.wait()
+            with contextlib.suppress(TimeoutError):  # else probe all the same, now and then
+                await asyncio.wait_for(self._suspect.wait(), PROBE_EVERY_S)
             self._suspect.clear()
             if listener.is_closed():
                 return
             try:  # a request lost its connection: is the primary still there, and this one?
-                if await asyncio.wait_for(listener.fetchval(_PROBE), PROBE_TIMEOUT_S):
+                if await _answer_within(listener, listener.fetchval(_PROBE), PROBE_TIMEOUT_S):
                     raise asyncpg.ReadOnlySQLTransactionError(
                         "the server is no longer the primary")
                 if self._timed_out:
                     self._timed_out = False
-                    self._explain_stall(await asyncio.wait_for(
-                        listener.fetchval(_SYNC_STALL), PROBE_TIMEOUT_S))
+                    self._explain_stall(await _answer_within(
+                        listener, listener.fetchval(_SYNC_STALL), PROBE_TIMEOUT_S))
             except Exception:
                 listener.terminate()
                 raise
@@ -546,12 +562,14 @@ class PostgresStore:
                   " relaxed", _redact(self.dsn), standby_names, self.statement_timeout_s)
 
     async def _follow_primary(self) -> None:
-        """After an outage, with the LISTEN connection on the primary again: replace every
-        pooled connection (one left on a server that survived a failover as a standby, or
-        as a fenced old primary, would fail its writes), and measure the clock afresh (the
-        new primary may be another machine)."""
-        assert self._pool is not None
-        await self._pool.expire_connections()
+        """After an outage, with the LISTEN connection on the primary again: replace the
+        pool, closing its connections (one left on a server that survived a failover as a
+        standby or a fenced old primary would fail its writes; one on a server gone silent
+        would wait for its answer until the statement bound), and measure the clock afresh
+        (the new primary may be another machine)."""
+        old, self._pool = self._pool, await self._new_pool()
+        if old is not None:
+            old.terminate()  # the requests on it fail now: StoreUnavailable
         with contextlib.suppress(Exception):  # measured again in SKEW_REFRESH_S anyway
             await self._measure_skew()
 
@@ -605,11 +623,12 @@ class PostgresStore:
     async def _conn(self) -> AsyncIterator[asyncpg.Connection]:
         """A pooled connection; the driver's errors come out as StoreError, and as
         StoreUnavailable when there is no connection to be had or it broke under us."""
-        assert self._pool is not None, "open() the store first"
+        pool = self._pool  # the one to give it back to, should _follow_primary replace it
+        assert pool is not None, "open() the store first"
         try:
-            conn = await self._pool.acquire()
+            conn = await pool.acquire()
         except _DRIVER_ERRORS as exc:
-            raise self._translate(exc, None) from exc
+            raise self._translate(exc, None, pool) from exc
         try:
             yield conn
         except _DRIVER_ERRORS as exc:
@@ -617,14 +636,17 @@ class PostgresStore:
             # server's goodbye ("terminating connection") came while it sat idle in the pool.
             if isinstance(exc, asyncpg.InternalClientError):
                 conn.terminate()
-            raise self._translate(exc, conn) from exc
+            raise self._translate(exc, conn, pool) from exc
         finally:
             try:
-                await self._pool.release(conn)
+                await pool.release(conn)
             except _DRIVER_ERRORS:  # resetting it failed: the pool drops it, and our work
                 self._suspect.set()  # (if the block succeeded) is done all the same
 
-    def _translate(self, exc: Exception, conn: asyncpg.Connection | None) -> StoreError:
+    def _translate(self, exc: Exception, conn: asyncpg.Connection | None,
+                   pool: asyncpg.Pool | None = None) -> StoreError:
+        if pool is not None and pool is not self._pool:  # replaced under it: an outage's end
+            return StoreUnavailable(f"PostgreSQL unavailable: {exc}")
         if isinstance(exc, _NOT_PRIMARY) and conn is not None:
             conn.terminate()  # its replacement goes to whichever server is the primary now
         if isinstance(exc, TimeoutError):  # the statement bound: asyncpg cancelled it
@@ -1114,6 +1136,20 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
     pooled connection: its advisory locks are transaction-scoped, it LISTENs on a
     connection of its own, and it never SETs or DECLAREs. (An open transaction is still
     rolled back by the pool before this is called.)"""
+
+
+async def _answer_within(conn: asyncpg.Connection, query: Awaitable[Any],
+                         timeout_s: float) -> Any:
+    """`query`'s answer, or TimeoutError after `timeout_s` with `conn` terminated. Not
+    asyncio.wait_for: cancelling a query makes asyncpg send a cancel request to the server
+    and wait for it, which never ends when the server is cut off without a word."""
+    task = asyncio.ensure_future(query)
+    done, _ = await asyncio.wait({task}, timeout=timeout_s)
+    if not done:
+        conn.terminate()
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())  # seen: no warning
+        raise TimeoutError(f"no answer from the database in {timeout_s:.0f} s")
+    return task.result()
 
 
 def _closed(conn: asyncpg.Connection) -> bool:

@@ -23,6 +23,7 @@ import pytest
 from conveyor.store.base import NewMessage, StoreUnavailable
 from conveyor.store.postgres import PostgresStore
 from tests.pg_instance import PostgresInstance, multi_host_url, own_pair
+from tests.tcp_proxy import TcpProxy
 
 # Synchronous replication as an operator sets it: a commit waits for a standby's flush.
 SYNC = {"synchronous_standby_names": "'*'", "synchronous_commit": "on"}
@@ -45,6 +46,14 @@ async def _until_served(call: Callable[[], Awaitable[Any]]) -> Any:
             except StoreUnavailable:
                 await asyncio.sleep(0.1)
     return await asyncio.wait_for(loop(), RECOVERED_WITHIN_S)
+
+
+async def _until_back(store: PostgresStore) -> None:
+    """Until the store has noticed that the database is back (and logged it)."""
+    async def loop() -> None:
+        while store.outage() is not None:
+            await asyncio.sleep(0.05)
+    await asyncio.wait_for(loop(), RECOVERED_WITHIN_S)
 
 
 async def _heard(heard: asyncio.Queue[tuple[int, int]], word: tuple[int, int]) -> bool:
@@ -91,6 +100,7 @@ def test_the_store_follows_a_failover_to_the_promoted_standby(
                 # The promoted standby still names a synchronous standby and has none: its
                 # commits wait. The store answers, StoreUnavailable, within its bound.
                 await _until_served(lambda: a.list_queues(None, ""))
+                await _until_back(a)  # (its return replaces the pool: a send would fail)
                 with pytest.raises(StoreUnavailable):
                     await asyncio.wait_for(a.send(queue, [_message(6)], 1, 0),
                                            RECOVERED_WITHIN_S)
@@ -176,3 +186,40 @@ def test_sends_waiting_on_their_commit_when_the_primary_dies_all_fail() -> None:
                 await a.close()
 
         asyncio.run(scenario())
+
+
+def test_a_primary_cut_off_without_a_word_is_left_for_the_promoted_standby() -> None:
+    """A partition: the primary's link drops everything (no RST, no FIN; tcp_proxy.py)
+    and the standby is promoted. Connections to the old primary would wait forever; the
+    store notices by its own probe, and each host of the DSN gets its own connect timeout,
+    so the dead first host does not keep it from the second."""
+    with own_pair() as (primary, standby):
+        links = [TcpProxy(primary.port), TcpProxy(standby.port)]
+        url = (f"postgresql://postgres@127.0.0.1:{links[0].port},127.0.0.1:{links[1].port}"
+               "/postgres?target_session_attrs=read-write")
+
+        async def scenario() -> None:
+            a = await PostgresStore(url, pool_size=4).open()
+            b = await PostgresStore(url, pool_size=4).open()
+            heard = asyncio.Queue[tuple[int, int]]()
+            b.on_remote_ready = lambda queue_id, count: heard.put_nowait((queue_id, count))
+            try:
+                queue = await a.create_queue("r", "q", {}, {}, 1)
+                await a.send(queue, [_message(0)], 1, 0)
+                links[0].cut()
+                await asyncio.to_thread(standby.promote)
+                await _until_served(lambda: a.send(queue, [_message(1)], 1, 0))
+                await _until_served(lambda: b.send(queue, [_message(2)], 1, 0))
+                assert [m.message_id for m, _ in await a.peek(queue, 10, 0)] == [
+                    "m-0", "m-1", "m-2"]
+                await _until_served(lambda: a.announce(7, 5))
+                assert await _heard(heard, (7, 5))
+            finally:
+                await a.close()
+                await b.close()
+
+        try:
+            asyncio.run(scenario())
+        finally:
+            for link in links:
+                link.close()
