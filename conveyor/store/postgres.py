@@ -390,6 +390,7 @@ class PostgresStore:
         self._gone_since: float | None = None  # monotonic time the outage was noticed
         self._timed_out = False  # a statement went unanswered: _watch looks into why
         self._stall_logged_s: float | None = None
+        self._retiring: set[asyncio.Task[None]] = set()  # replaced pools, being closed
         # Standard queues' sends and claims, and delete batches, from concurrent requests,
         # grouped. Claims one per queue: two in one statement would find the same rows.
         # Each flush is then one statement, so one transaction, rolled back whole if the
@@ -428,9 +429,9 @@ class PostgresStore:
             reset=_keep_session)
 
     async def close(self) -> None:
-        for task in self._tasks:
+        for task in [*self._tasks, *self._retiring]:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*self._tasks, *self._retiring, return_exceptions=True)
         if self._listener is not None:
             with contextlib.suppress(Exception):
                 await self._listener.close()
@@ -548,6 +549,14 @@ class PostgresStore:
                 listener.terminate()
                 raise
 
+    async def _retire(self, pool: asyncpg.Pool) -> None:
+        """Close a replaced pool once its requests are done (each within the statement
+        bound); what is left then (connections to a server gone silent) is terminated."""
+        try:
+            await asyncio.wait_for(pool.close(), self.statement_timeout_s + PROBE_TIMEOUT_S)
+        except Exception:  # noqa: BLE001 - whatever it was, the pool is dropped
+            pool.terminate()
+
     def _explain_stall(self, standby_names: str | None) -> None:
         """Say why statements go unanswered on a primary that answers the probe, when it is
         the usual reason; at most every STALL_LOG_EVERY_S."""
@@ -563,13 +572,16 @@ class PostgresStore:
 
     async def _follow_primary(self) -> None:
         """After an outage, with the LISTEN connection on the primary again: replace the
-        pool, closing its connections (one left on a server that survived a failover as a
-        standby or a fenced old primary would fail its writes; one on a server gone silent
-        would wait for its answer until the statement bound), and measure the clock afresh
-        (the new primary may be another machine)."""
+        pool (a connection left on a server that survived a failover as a standby or a
+        fenced old primary would fail its writes; one on a server gone silent would wait
+        for its answer until the statement bound), and measure the clock afresh (the new
+        primary may be another machine). The old pool is closed once the requests on it
+        are done: asyncpg fails a query whose connection is terminated under it with
+        AttributeErrors, not with its own errors."""
         old, self._pool = self._pool, await self._new_pool()
         if old is not None:
-            old.terminate()  # the requests on it fail now: StoreUnavailable
+            self._retiring.add(task := asyncio.create_task(self._retire(old)))
+            task.add_done_callback(self._retiring.discard)
         with contextlib.suppress(Exception):  # measured again in SKEW_REFRESH_S anyway
             await self._measure_skew()
 

@@ -29,6 +29,7 @@ from tests.tcp_proxy import TcpProxy
 SYNC = {"synchronous_standby_names": "'*'", "synchronous_commit": "on"}
 BOUND_S = 2.0  # the stores' statement bound here: a commit left waiting answers after it
 RECOVERED_WITHIN_S = 30.0  # a bound on a hang, not a timing
+CUT_WITHIN_S = 60.0  # the same, past the statement bound of a request on a cut link
 
 
 def _message(n: int) -> NewMessage:
@@ -37,7 +38,8 @@ def _message(n: int) -> NewMessage:
                       visible_at_ms=0, group_id=None, dedup_key=None)
 
 
-async def _until_served(call: Callable[[], Awaitable[Any]]) -> Any:
+async def _until_served(call: Callable[[], Awaitable[Any]],
+                        within_s: float = RECOVERED_WITHIN_S) -> Any:
     """Retry `call` while it answers StoreUnavailable (as a client retries a 503)."""
     async def loop() -> Any:
         while True:
@@ -45,7 +47,7 @@ async def _until_served(call: Callable[[], Awaitable[Any]]) -> Any:
                 return await call()
             except StoreUnavailable:
                 await asyncio.sleep(0.1)
-    return await asyncio.wait_for(loop(), RECOVERED_WITHIN_S)
+    return await asyncio.wait_for(loop(), within_s)
 
 
 async def _until_back(store: PostgresStore) -> None:
@@ -208,8 +210,11 @@ def test_a_primary_cut_off_without_a_word_is_left_for_the_promoted_standby() -> 
                 await a.send(queue, [_message(0)], 1, 0)
                 links[0].cut()
                 await asyncio.to_thread(standby.promote)
-                await _until_served(lambda: a.send(queue, [_message(1)], 1, 0))
-                await _until_served(lambda: b.send(queue, [_message(2)], 1, 0))
+                # A request on a connection to the cut-off server waits for its answer
+                # until the statement bound (20 s), then answers 503; later ones go to the
+                # new primary.
+                await _until_served(lambda: a.send(queue, [_message(1)], 1, 0), CUT_WITHIN_S)
+                await _until_served(lambda: b.send(queue, [_message(2)], 1, 0), CUT_WITHIN_S)
                 assert [m.message_id for m, _ in await a.peek(queue, 10, 0)] == [
                     "m-0", "m-1", "m-2"]
                 await _until_served(lambda: a.announce(7, 5))
