@@ -3,6 +3,11 @@
 Never the shared one on 127.0.0.1:5432: this one lives in a temporary directory, on a
 free port, with trust authentication, and is removed afterwards. As root, PostgreSQL's
 tools run as the `postgres` user (PostgreSQL refuses to run as root).
+
+For failovers: `standby_of` makes a streaming standby of a running instance with
+pg_basebackup, `crash` stops an instance the way a power cut would (`-m immediate`: no
+shutdown checkpoint, clients cut off), `promote` makes a standby the primary, and
+`rebuild_as_standby_of` turns a crashed old primary into the new primary's standby.
 """
 
 from __future__ import annotations
@@ -58,7 +63,7 @@ def require_own_postgres() -> None:
 class PostgresInstance:
     """initdb + pg_ctl on a temporary directory; `url` names its `postgres` database."""
 
-    def __init__(self) -> None:
+    def __init__(self, settings: dict[str, str] | None = None) -> None:
         bin_dir = _bin_dir()
         assert bin_dir is not None, "call require_own_postgres() first"
         self.bin_dir = bin_dir
@@ -66,6 +71,8 @@ class PostgresInstance:
         self.root = Path(tempfile.mkdtemp(prefix="conveyor-pg-"))
         self.data = self.root / "data"
         self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+        # Server settings given on its command line (`-c name=value`), beyond the defaults.
+        self.settings = dict(settings or {})
         self._as_postgres = os.geteuid() == 0
         if self._as_postgres:
             entry = pwd.getpwnam("postgres")
@@ -86,8 +93,10 @@ class PostgresInstance:
         return self.start()
 
     def start(self) -> PostgresInstance:
+        # fsync=off even for the crash tests: `-m immediate` kills the server's processes,
+        # not the machine, so what they wrote is in the kernel's cache all the same.
         options = (f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1"
-                   " -c fsync=off")
+                   " -c fsync=off" + "".join(f" -c {k}={v}" for k, v in self.settings.items()))
         self._run("pg_ctl", "-D", str(self.data), "-l", str(self.root / "server.log"),
                   "-o", options, "-w", "-t", "30", "start")
         return self
@@ -96,6 +105,28 @@ class PostgresInstance:
         """Fast shutdown: clients are disconnected, committed work is kept."""
         self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "-t", "30", "stop")
 
+    def crash(self) -> None:
+        """Immediate shutdown: every process killed at once, no checkpoint, as in a crash."""
+        self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "-t", "30", "stop")
+
+    def standby_of(self, primary: PostgresInstance) -> PostgresInstance:
+        """Make this (new, empty) instance a streaming standby of `primary`, and start it.
+        pg_basebackup copies the primary's data directory as of now and, with -R, writes
+        standby.signal and the connection back to the primary (primary_conninfo)."""
+        self._run("pg_basebackup", "-h", "127.0.0.1", "-p", str(primary.port), "-U", "postgres",
+                  "-D", str(self.data), "-R", "-X", "stream", "-c", "fast", "--no-sync")
+        return self.start()
+
+    def rebuild_as_standby_of(self, primary: PostgresInstance) -> PostgresInstance:
+        """A stopped (or crashed) former primary, copied afresh from the new one: whatever it
+        had that the new primary has not is thrown away, as pg_rewind would."""
+        shutil.rmtree(self.data)
+        return self.standby_of(primary)
+
+    def promote(self) -> None:
+        """End recovery: the standby becomes a primary and accepts writes (-w: waits)."""
+        self._run("pg_ctl", "-D", str(self.data), "-w", "-t", "30", "promote")
+
     def destroy(self) -> None:
         if (self.data / "postmaster.pid").exists():
             try:
@@ -103,6 +134,29 @@ class PostgresInstance:
             except RuntimeError:
                 self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "stop")
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def own_pair(settings: dict[str, str] | None = None
+             ) -> Iterator[tuple[PostgresInstance, PostgresInstance]]:
+    """A primary and its streaming standby, both with `settings` (so that either keeps
+    them as the primary after a failover), for the block."""
+    require_own_postgres()
+    primary, standby = PostgresInstance(settings), PostgresInstance(settings)
+    try:
+        primary.create()
+        standby.standby_of(primary)
+        yield primary, standby
+    finally:
+        standby.destroy()
+        primary.destroy()
+
+
+def multi_host_url(*instances: PostgresInstance, **params: str) -> str:
+    """One libpq URL naming every instance (`postgresql://u@h1:p1,h2:p2/db?...`)."""
+    hosts = ",".join(f"127.0.0.1:{i.port}" for i in instances)
+    query = "&".join(f"{k}={v}" for k, v in params.items())
+    return f"postgresql://postgres@{hosts}/postgres" + (f"?{query}" if query else "")
 
 
 @contextlib.contextmanager

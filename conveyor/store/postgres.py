@@ -12,6 +12,19 @@ and the node carries on by itself: one task watches the LISTEN connection, re-es
 it with back-off, logs the outage once when it starts and once when it ends, and then
 wakes every parked long poll (notifications sent meanwhile were missed). The pool replaces
 its broken connections as requests ask for them.
+
+Failover: the DSN may name several hosts (`postgresql://h1:5432,h2:5432/db`, libpq's
+multi-host form); every connection goes to the one that takes writes
+(`target_session_attrs=read-write`, the default here), each host given its own connect
+timeout (_primary.py). A server that is not, or no longer, the primary (a standby, one
+being promoted, an old primary fenced read-only) is an outage like a stopped one:
+StoreUnavailable, never a user's error. The LISTEN connection's server is probed every
+PROBE_EVERY_S, so that one that died silently (its machine, a partition) is noticed too.
+Once the LISTEN connection is back on the primary the pool is replaced, its connections
+closed: none stays on the old server, and none waits there for an answer never coming.
+A statement whose answer never came (its server died, or it waited past
+`statement_timeout_s`, as a commit does for a synchronous standby that is not there) is
+a failure to every caller of it: it may have been applied, but it was not acknowledged.
 """
 
 from __future__ import annotations
@@ -21,7 +34,7 @@ import contextlib
 import logging
 import os
 import random
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -30,6 +43,7 @@ import orjson
 
 from conveyor.clock import Clock
 from conveyor.store._coalesce import Coalescer
+from conveyor.store._primary import Primary
 from conveyor.store.base import (
     OK,
     STALE,
@@ -57,7 +71,33 @@ SKEW_REFRESH_S = 30.0
 # 5 s, so that a restart of a second or two costs little and a long outage few attempts.
 RECONNECT_FIRST_S = 0.1
 RECONNECT_MAX_S = 5.0
-PROBE_TIMEOUT_S = 5.0  # a database that does not answer SELECT 1 by then counts as gone
+PROBE_TIMEOUT_S = 3.0  # a database that does not answer the probe by then counts as gone
+# The LISTEN connection's server is probed this often even when no request failed: a
+# server that died without a word (no RST: its machine, a partition) leaves connections
+# that wait forever. One tiny statement per node this often.
+PROBE_EVERY_S = 2.0
+# With several hosts, each gets this long to connect (libpq's connect_timeout), so that one
+# that drops packets delays the next one's try only so much.
+HOST_CONNECT_TIMEOUT_S = 4.0
+# A statement unanswered this long is answered StoreUnavailable (asyncpg cancels it). A
+# bound on a hang, far above any request's work: chiefly a commit that waits for a
+# synchronous standby none of which is connected (a primary just promoted whose
+# synchronous_standby_names still names one), which PostgreSQL would let wait forever,
+# taking every pooled connection with it. Below botocore's 60 s read timeout, so that the
+# client hears a retryable 503 rather than nothing.
+STATEMENT_TIMEOUT_S = 20.0
+# The probe of the LISTEN connection's server: is it up, and still the primary?
+_PROBE = "SELECT pg_is_in_recovery() OR current_setting('transaction_read_only')::bool"
+# After a statement went unanswered: do commits wait for a synchronous standby that is
+# not there? (synchronous_standby_names when commits wait for one and none is connected;
+# else NULL. The waits themselves ended when asyncpg cancelled them.)
+_SYNC_STALL = (
+    "SELECT current_setting('synchronous_standby_names') WHERE"
+    " current_setting('synchronous_standby_names') <> '' AND"
+    " current_setting('synchronous_commit') IN ('on', 'remote_write', 'remote_apply')"
+    " AND NOT EXISTS (SELECT 1 FROM pg_stat_replication WHERE sync_state IN ('sync',"
+    " 'quorum'))")
+STALL_LOG_EVERY_S = 60.0  # a stall that lasts is logged again this often, not per request
 # asyncpg waits 60 s by default: longer than a client waits for its answer.
 CONNECT_TIMEOUT_S = 10.0
 
@@ -69,6 +109,12 @@ _DRIVER_ERRORS = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError,
 _UNREACHABLE = (OSError, asyncpg.PostgresConnectionError, asyncpg.AdminShutdownError,
                 asyncpg.CrashShutdownError, asyncpg.CannotConnectNowError,
                 asyncpg.TooManyConnectionsError)
+# The server reached is not the primary: no host of the DSN takes writes now (during a
+# failover, before the promotion), or a connection made earlier is on a server that has
+# become read-only (a standby, an old primary fenced off). An outage too, and a sign that
+# connections must be made afresh.
+_NOT_PRIMARY = (asyncpg.exceptions.TargetServerAttributeNotMatched,
+                asyncpg.ReadOnlySQLTransactionError)
 
 # Versioned migrations: (version, statements). Append only; never edit a released one.
 MIGRATIONS: list[tuple[int, str]] = [(1, """
@@ -343,8 +389,13 @@ class PostgresStore:
 
     shared = True  # several nodes share this store: caches must expire, sends announce
 
-    def __init__(self, dsn: str, pool_size: int = 10, clock: Clock | None = None) -> None:
+    def __init__(self, dsn: str, pool_size: int = 10, clock: Clock | None = None,
+                 statement_timeout_s: float = STATEMENT_TIMEOUT_S) -> None:
         self.dsn, self.schema = _split_schema(dsn)
+        self.statement_timeout_s = statement_timeout_s
+        self._primary = Primary(self.dsn, CONNECT_TIMEOUT_S)
+        if len(self._primary.hosts) > 1:
+            self._primary.host_timeout_s = HOST_CONNECT_TIMEOUT_S
         # NOTIFY channels are database-wide: one per schema, so that nodes of other
         # Conveyor installations in the same database do not wake our long polls.
         self.channel = f"{NOTIFY_CHANNEL}.{self.schema}"[:63] if self.schema else NOTIFY_CHANNEL
@@ -365,6 +416,9 @@ class PostgresStore:
         self._settings = {"search_path": self.schema} if self.schema else {}
         self._suspect = asyncio.Event()  # a request lost its connection: is the database gone?
         self._gone_since: float | None = None  # monotonic time the outage was noticed
+        self._timed_out = False  # a statement went unanswered: _watch looks into why
+        self._stall_logged_s: float | None = None
+        self._retiring: set[asyncio.Task[None]] = set()  # replaced pools, being closed
         # Standard queues' sends and claims, and delete batches, from concurrent requests,
         # grouped. Claims one per queue: two in one statement would find the same rows.
         # Each flush is then one statement, so one transaction, rolled back whole if the
@@ -379,29 +433,33 @@ class PostgresStore:
     async def open(self) -> PostgresStore:
         try:
             if self.schema:
-                conn = await asyncpg.connect(self.dsn, timeout=CONNECT_TIMEOUT_S)
+                conn = await self._primary.connect()
                 await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {_ident(self.schema)}")
                 await conn.close()
-            # min_size=0: asyncpg keeps a floor of connections by reconnecting in the
-            # background, and logs a traceback for each failed try while the database is
-            # down. Connections are made as requests need them instead; _watch follows
-            # the database's health.
-            self._pool = await asyncpg.create_pool(
-                self.dsn, min_size=0, max_size=self.pool_size, timeout=CONNECT_TIMEOUT_S,
-                server_settings=self._settings, reset=_keep_session)
+            self._pool = await self._new_pool()
             await self._migrate()
             await self._measure_skew()
             self._listener = await self._listen()
-        except (OSError, asyncpg.PostgresError) as exc:
+        except (OSError, asyncpg.PostgresError, *_NOT_PRIMARY) as exc:
             raise StoreError(f"PostgreSQL at {_redact(self.dsn)}: {exc}") from exc
         self._tasks += [asyncio.create_task(self._refresh_skew()),
                         asyncio.create_task(self._watch())]
         return self
 
+    async def _new_pool(self) -> asyncpg.Pool:
+        # min_size=0: asyncpg keeps a floor of connections by reconnecting in the
+        # background, and logs a traceback for each failed try while the database is
+        # down. Connections are made as requests need them instead; _watch follows
+        # the database's health.
+        return await asyncpg.create_pool(
+            self.dsn, connect=self._primary.connect, min_size=0, max_size=self.pool_size,
+            command_timeout=self.statement_timeout_s, server_settings=self._settings,
+            reset=_keep_session)
+
     async def close(self) -> None:
-        for task in self._tasks:
+        for task in [*self._tasks, *self._retiring]:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*self._tasks, *self._retiring, return_exceptions=True)
         if self._listener is not None:
             with contextlib.suppress(Exception):
                 await self._listener.close()
@@ -422,7 +480,16 @@ class PostgresStore:
         return {}
 
     async def _migrate(self) -> None:
-        async with self._tx() as db:
+        # A connection of its own: building an index on a large table may take longer
+        # than the pool's statement bound.
+        db = await self._primary.connect(server_settings=self._settings)
+        try:
+            await self._migrate_on(db)
+        finally:
+            await db.close()
+
+    async def _migrate_on(self, db: asyncpg.Connection) -> None:
+        async with db.transaction():
             await db.execute("SELECT pg_advisory_xact_lock($1)", _MIGRATION_LOCK)
             await db.execute("CREATE TABLE IF NOT EXISTS conveyor_schema"
                              " (version INTEGER NOT NULL)")
@@ -454,8 +521,7 @@ class PostgresStore:
 
     async def _listen(self) -> asyncpg.Connection:
         """A connection subscribed to this store's channel; its loss sets `_suspect`."""
-        conn = await asyncpg.connect(self.dsn, timeout=CONNECT_TIMEOUT_S,
-                                     server_settings=self._settings)
+        conn = await self._primary.connect(server_settings=self._settings)
         try:
             conn.add_termination_listener(lambda _conn: self._suspect.set())
             await conn.add_listener(self.channel, self._on_notify)
@@ -478,6 +544,7 @@ class PostgresStore:
                 if self._listener is None or self._listener.is_closed():
                     self._listener = await self._listen()
                     self._suspect.clear()
+                    await self._follow_primary()
                     self._back()
                     self.on_remote_missed()
                 delay_s = RECONNECT_FIRST_S
@@ -493,15 +560,58 @@ class PostgresStore:
     async def _until_lost(self, listener: asyncpg.Connection) -> None:
         """Return when `listener` closes; raise if the database stops answering on it."""
         while not listener.is_closed():
-            await self._suspect.wait()
+            with contextlib.suppress(TimeoutError):  # else probe all the same, now and then
+                await asyncio.wait_for(self._suspect.wait(), PROBE_EVERY_S)
             self._suspect.clear()
             if listener.is_closed():
                 return
-            try:  # a request lost its connection: does the database still answer?
-                await asyncio.wait_for(listener.fetchval("SELECT 1"), PROBE_TIMEOUT_S)
+            try:  # a request lost its connection: is the primary still there, and this one?
+                if await _answer_within(listener, listener.fetchval(_PROBE), PROBE_TIMEOUT_S):
+                    raise asyncpg.ReadOnlySQLTransactionError(
+                        "the server is no longer the primary")
+                if self._timed_out:
+                    self._timed_out = False
+                    self._explain_stall(await _answer_within(
+                        listener, listener.fetchval(_SYNC_STALL), PROBE_TIMEOUT_S))
             except Exception:
                 listener.terminate()
                 raise
+
+    async def _retire(self, pool: asyncpg.Pool) -> None:
+        """Close a replaced pool once its requests are done (each within the statement
+        bound); what is left then (connections to a server gone silent) is terminated."""
+        try:
+            await asyncio.wait_for(pool.close(), self.statement_timeout_s + PROBE_TIMEOUT_S)
+        except Exception:  # noqa: BLE001 - whatever it was, the pool is dropped
+            pool.terminate()
+
+    def _explain_stall(self, standby_names: str | None) -> None:
+        """Say why statements go unanswered on a primary that answers the probe, when it is
+        the usual reason; at most every STALL_LOG_EVERY_S."""
+        now_s = self.clock.monotonic_s()
+        if standby_names is None or (self._stall_logged_s is not None
+                                     and now_s - self._stall_logged_s < STALL_LOG_EVERY_S):
+            return
+        self._stall_logged_s = now_s
+        log.error("PostgreSQL at %s cannot commit: its commits wait for a synchronous standby"
+                  " (synchronous_standby_names = '%s') and none is connected; writes are"
+                  " answered ServiceUnavailable after %.0f s until one is, or the setting is"
+                  " relaxed", _redact(self.dsn), standby_names, self.statement_timeout_s)
+
+    async def _follow_primary(self) -> None:
+        """After an outage, with the LISTEN connection on the primary again: replace the
+        pool (a connection left on a server that survived a failover as a standby or a
+        fenced old primary would fail its writes; one on a server gone silent would wait
+        for its answer until the statement bound), and measure the clock afresh (the new
+        primary may be another machine). The old pool is closed once the requests on it
+        are done: asyncpg fails a query whose connection is terminated under it with
+        AttributeErrors, not with its own errors."""
+        old, self._pool = self._pool, await self._new_pool()
+        if old is not None:
+            self._retiring.add(task := asyncio.create_task(self._retire(old)))
+            task.add_done_callback(self._retiring.discard)
+        with contextlib.suppress(Exception):  # measured again in SKEW_REFRESH_S anyway
+            await self._measure_skew()
 
     def _gone(self, exc: BaseException) -> None:
         if self._gone_since is None:
@@ -553,11 +663,12 @@ class PostgresStore:
     async def _conn(self) -> AsyncIterator[asyncpg.Connection]:
         """A pooled connection; the driver's errors come out as StoreError, and as
         StoreUnavailable when there is no connection to be had or it broke under us."""
-        assert self._pool is not None, "open() the store first"
+        pool = self._pool  # the one to give it back to, should _follow_primary replace it
+        assert pool is not None, "open() the store first"
         try:
-            conn = await self._pool.acquire()
+            conn = await pool.acquire()
         except _DRIVER_ERRORS as exc:
-            raise self._translate(exc, None) from exc
+            raise self._translate(exc, None, pool) from exc
         try:
             yield conn
         except _DRIVER_ERRORS as exc:
@@ -565,15 +676,22 @@ class PostgresStore:
             # server's goodbye ("terminating connection") came while it sat idle in the pool.
             if isinstance(exc, asyncpg.InternalClientError):
                 conn.terminate()
-            raise self._translate(exc, conn) from exc
+            raise self._translate(exc, conn, pool) from exc
         finally:
             try:
-                await self._pool.release(conn)
+                await pool.release(conn)
             except _DRIVER_ERRORS:  # resetting it failed: the pool drops it, and our work
                 self._suspect.set()  # (if the block succeeded) is done all the same
 
-    def _translate(self, exc: Exception, conn: asyncpg.Connection | None) -> StoreError:
-        if isinstance(exc, _UNREACHABLE) or (conn is not None and _closed(conn)):
+    def _translate(self, exc: Exception, conn: asyncpg.Connection | None,
+                   pool: asyncpg.Pool | None = None) -> StoreError:
+        if pool is not None and pool is not self._pool:  # replaced under it: an outage's end
+            return StoreUnavailable(f"PostgreSQL unavailable: {exc}")
+        if isinstance(exc, _NOT_PRIMARY) and conn is not None:
+            conn.terminate()  # its replacement goes to whichever server is the primary now
+        if isinstance(exc, TimeoutError):  # the statement bound: asyncpg cancelled it
+            self._timed_out = True
+        if isinstance(exc, _UNREACHABLE + _NOT_PRIMARY) or (conn is not None and _closed(conn)):
             self._suspect.set()  # _watch finds out whether the database itself is gone
             return StoreUnavailable(f"PostgreSQL unavailable: {exc}")
         return StoreError(f"PostgreSQL: {exc}")
@@ -1147,6 +1265,20 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
     rolled back by the pool before this is called.)"""
 
 
+async def _answer_within(conn: asyncpg.Connection, query: Awaitable[Any],
+                         timeout_s: float) -> Any:
+    """`query`'s answer, or TimeoutError after `timeout_s` with `conn` terminated. Not
+    asyncio.wait_for: cancelling a query makes asyncpg send a cancel request to the server
+    and wait for it, which never ends when the server is cut off without a word."""
+    task = asyncio.ensure_future(query)
+    done, _ = await asyncio.wait({task}, timeout=timeout_s)
+    if not done:
+        conn.terminate()
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())  # seen: no warning
+        raise TimeoutError(f"no answer from the database in {timeout_s:.0f} s")
+    return task.result()
+
+
 def _closed(conn: asyncpg.Connection) -> bool:
     try:
         return conn.is_closed()
@@ -1164,12 +1296,17 @@ def _ident(name: str) -> str:
 
 
 def _split_schema(dsn: str) -> tuple[str, str | None]:
-    """Take Conveyor's own `schema` query parameter out of a libpq-style URL."""
+    """Take Conveyor's own `schema` query parameter out of a libpq-style URL, and ask
+    for the primary (`target_session_attrs=read-write`) unless the URL or the environment
+    (PGTARGETSESSIONATTRS) says otherwise: of several hosts, the one that takes writes."""
     parts = urlsplit(dsn)
     params = parse_qsl(parts.query, keep_blank_values=True)
     schema = next((v for k, v in params if k == "schema"), None)
-    query = urlencode([(k, v) for k, v in params if k != "schema"])
-    return urlunsplit(parts._replace(query=query)), schema
+    params = [(k, v) for k, v in params if k != "schema"]
+    if ("target_session_attrs" not in dict(params)
+            and "PGTARGETSESSIONATTRS" not in os.environ):
+        params.append(("target_session_attrs", "read-write"))
+    return urlunsplit(parts._replace(query=urlencode(params))), schema
 
 
 def _redact(dsn: str) -> str:
