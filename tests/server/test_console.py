@@ -79,7 +79,7 @@ def test_queue_page_shows_attributes_tags_sources_and_move_tasks(
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
 
     page = _get(raw, f"/console/queues/us-east-1/{queue_name_of(source)}").body.decode()
-    assert re.search(r"<td>VisibilityTimeout</td><td><code>7</code></td>", page)
+    assert "<td>VisibilityTimeout</td><td>7 s <code>7</code></td>" in page
     assert "&quot;maxReceiveCount&quot;:1" in page  # the policy, escaped
     assert "Message move tasks" not in page
 

@@ -9,6 +9,7 @@ listed (the store offers no cursor to start a read further in).
 
 from __future__ import annotations
 
+import base64
 import json
 from html import escape
 
@@ -136,7 +137,10 @@ async def page(service: Service, v: Visit, queue: QueueRecord, message_id: str,
     now_ms = service.clock.now_ms()
     system = system_attributes(queue, m)
     facts = [["State", escape(parts.state(m, visible_at, now_ms))],
-             ["Receives", str(m.receive_count)],
+             ["Receives", str(m.receive_count) + (
+                 ' <span class="muted">(those in the queue it came from included: the '
+                 "count goes along with a dead letter, as on SQS)</span>"
+                 if m.dlq_source_arn else "")],
              ["Sent", parts.when(m.sent_ms, now_ms)],
              ["First received", parts.when(m.first_receive_ms, now_ms)
               if m.first_receive_ms else '<span class="muted">never</span>'],
@@ -145,8 +149,7 @@ async def page(service: Service, v: Visit, queue: QueueRecord, message_id: str,
                             "ApproximateFirstReceiveTimestamp")]]
     if m.dlq_source_arn:
         facts += _why_here(m, now_ms)
-    attrs = [[escape(k), escape(a.get("DataType", "")),
-              f"<code>{escape(str(a.get('StringValue', a.get('BinaryValue', ''))))}</code>"]
+    attrs = [[escape(k), escape(a.get("DataType", "")), _attribute_value(a)]
              for k, a in sorted(message_attributes(m).items())]
     body = [f"<p>{back} · <code>{escape(m.message_id)}</code></p>",
             parts.table(["", ""], facts), "<h2>Body</h2>",
@@ -162,7 +165,8 @@ async def page(service: Service, v: Visit, queue: QueueRecord, message_id: str,
 
 def _why_here(m: StoredMessage, now_ms: int) -> list[list[str]]:
     """A dead letter's story: where it came from, and the receives that spent it there
-    (its receive count and times start afresh here, as they do on SQS)."""
+    (its receive count goes along, less the receive that moved it: the store's
+    dead_letter)."""
     source = (m.dlq_source_arn or "").rsplit(":", 1)[-1]
     died = death(m)
     if died is None:  # dead-lettered before Conveyor kept why
@@ -170,13 +174,34 @@ def _why_here(m: StoredMessage, now_ms: int) -> list[list[str]]:
                                     "times than its maxReceiveCount without being deleted")]]
     first, last = died.get("first_receive_ms"), died.get("last_receive_ms")
     return [
-        ["Why here", escape(f"dead-lettered from {source}: received there "
-                            f"{died.get('receive_count', '?')} times, more than its "
-                            "maxReceiveCount, without being deleted")],
+        ["Why here", escape(_died_there(source, died.get("receive_count")))],
         ["First received there", parts.when(first, now_ms) if isinstance(first, int) else ""],
         ["Last received there", (parts.when(last, now_ms) + ' <span class="muted">(the '
                                  "receive that moved it here)</span>")
          if isinstance(last, int) else ""]]
+
+
+def _died_there(source: str, receive_count: object) -> str:
+    """The receives a dead letter spent in its source. The kept count includes the receive
+    that moved it (rules.spent: past maxReceiveCount), which delivered nothing."""
+    if not isinstance(receive_count, int) or receive_count < 1:
+        return (f"dead-lettered from {source}: received there more times than its "
+                "maxReceiveCount without being deleted")
+    delivered = receive_count - 1
+    return (f"dead-lettered from {source}: delivered there {delivered} "
+            f"time{'' if delivered == 1 else 's'} without being deleted; the next receive, "
+            "past its maxReceiveCount, moved it here")
+
+
+def _attribute_value(attribute: dict) -> str:
+    """A message attribute's value: text as sent, a Binary one in base64 (as SQS's JSON
+    protocol and the AWS CLI show it), said so."""
+    if "BinaryValue" in attribute:
+        data = attribute["BinaryValue"]
+        encoded = base64.b64encode(data if isinstance(data, bytes) else str(data).encode())
+        return (f"<code>{escape(encoded.decode())}</code> "
+                '<span class="muted">(base64)</span>')
+    return f"<code>{escape(str(attribute.get('StringValue', '')))}</code>"
 
 
 def _attempts(m: StoredMessage, now_ms: int) -> str:

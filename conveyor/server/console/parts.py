@@ -78,10 +78,15 @@ def exact_time(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+def iso_time(ms: int) -> str:
+    """A time as HTML's `datetime` attribute takes it (ISO 8601, UTC: ...Z)."""
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def when(ms: int, now_ms: int) -> str:
     """A time as people say it ("3 min ago"), the exact time on hover."""
-    exact = exact_time(ms)
-    return f'<time datetime="{exact}" title="{exact}">{ago(now_ms - ms)}</time>'
+    return (f'<time datetime="{iso_time(ms)}" title="{exact_time(ms)}">'
+            f"{ago(now_ms - ms)}</time>")
 
 
 def ago(elapsed_ms: int) -> str:
@@ -99,6 +104,42 @@ def duration(seconds: float) -> str:
     if s >= 3600:
         return f"{s // 3600} h {s % 3600 // 60} min"
     return f"{s // 60} min {s % 60} s" if s >= 60 else f"{s} s"
+
+
+def spoken_seconds(seconds: int) -> str:
+    """A length of time in the largest whole units: 345600 -> "4 days", 90 -> "1 min 30 s"."""
+    if seconds == 0:
+        return "0 s"
+    out = []
+    for unit, size in (("day", 86_400), ("h", 3600), ("min", 60), ("s", 1)):
+        n, seconds = divmod(seconds, size)
+        if n:
+            out.append(f"{n} {unit}{'s' if unit == 'day' and n != 1 else ''}")
+    return " ".join(out)
+
+
+# Queue attributes in seconds (GetQueueAttributes, AWS API reference), and epoch seconds.
+SECONDS_ATTRIBUTES = ("VisibilityTimeout", "DelaySeconds", "MessageRetentionPeriod",
+                      "ReceiveMessageWaitTimeSeconds", "KmsDataKeyReusePeriodSeconds")
+TIME_ATTRIBUTES = ("CreatedTimestamp", "LastModifiedTimestamp")
+
+
+def attribute_value(name: str, value: str) -> str:
+    """A queue attribute's value as people read it (HTML): times as dates, seconds in
+    days/hours/minutes, sizes in KiB, with the raw value beside it."""
+    raw = f"<code>{escape(value)}</code>"
+    if not value.isdigit():
+        return raw
+    n = int(value)
+    if name in TIME_ATTRIBUTES:
+        return f'<time datetime="{iso_time(n * 1000)}">{exact_time(n * 1000)}</time> {raw}'
+    if name in SECONDS_ATTRIBUTES:
+        return f"{spoken_seconds(n)} {raw}"
+    if name == "MaximumMessageSize":
+        if n % 1_048_576 == 0:
+            return f"{n // 1_048_576:,} MiB {raw}"
+        return f"{n // 1024:,} KiB {raw}" if n % 1024 == 0 else raw
+    return raw
 
 
 def shorten(text: str, chars: int) -> str:
