@@ -105,23 +105,27 @@ def _table(v: Visit, queue: QueueRecord, shown: list[Peeked], now_ms: int,
     all_box = ('<input type="checkbox" data-select-all aria-label="select all">'
                if selectable else "")
     table = parts.table([all_box, "Message id", "Sent", "State", "Receives",
-                         "Dead-lettered from", "Body"], rows, numeric=(4,))
+                         "Dead-lettered from", "Body"], rows, numeric=(4,), cards=True)
     if not selectable:
         return table
     buttons = []
     if can_delete:
-        buttons.append('<button class="danger">Delete selected</button>')
+        buttons.append('<button class="danger" data-delete-selected data-needs-selection>'
+                       "Delete selected</button>")
     if can_move:
         dead_letters = any(m.dlq_source_arn for m, _ in shown)
         buttons.append(
             f'<label class="inline">Move selected to <input name="destination" '
             f'autocomplete="off" aria-label="queue to move to" placeholder="'
             f'{"empty: back to the queue each came from" if dead_letters else "queue name"}">'
-            f'</label><button formaction="{PREFIX}/move-messages">'
+            f'</label><button formaction="{PREFIX}/move-messages" data-needs-selection>'
             f'{"Redrive" if dead_letters else "Move"} selected</button>')
-    # One form, two actions: delete-messages, or move-messages by the second button.
+    # One form, two actions: delete-messages, or move-messages by the second button. The
+    # buttons sit above the rows with the count ticked (console.js), and stay in view.
+    count = '<output class="muted" data-selected-count></output>'
     return parts.form("delete-messages", v.csrf, {"region": queue.region, "queue": queue.name},
-                      table + f'<div class="bar">{"".join(buttons)}</div>')
+                      f'<div class="bar selection-bar">{count}{"".join(buttons)}</div>{table}',
+                      css="selection")
 
 
 async def page(service: Service, v: Visit, queue: QueueRecord, message_id: str,

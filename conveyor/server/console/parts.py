@@ -3,6 +3,7 @@ name says `html`: these functions escape what they are given."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from html import escape
@@ -18,17 +19,24 @@ from conveyor.service.context import parse_arn
 
 
 def table(headings: list[str], rows: Iterable[list[str]], numeric: tuple[int, ...] = (),
-          row_classes: Iterable[str] | None = None) -> str:
-    """A table of HTML cells (escaped by the caller); `row_classes` marks rows out."""
+          row_classes: Iterable[str] | None = None, cards: bool = False) -> str:
+    """A table of HTML cells (escaped by the caller); `row_classes` marks rows out.
+    `cards`: on a narrow screen each row becomes a card, each cell labelled with its
+    heading (console.css, table.cards)."""
     head = "".join(f"<th>{h}</th>" for h in headings)
+    labels = [f' data-label="{escape(re.sub(r"<[^>]*>", "", h))}"' if cards else ""
+              for h in headings]
     classes = iter(row_classes or ())
     body = []
     for row in rows:
         cls = next(classes, "")
-        cells = "".join(f'<td{" class=n" if i in numeric else ""}>{cell}</td>'
+        cells = "".join(f'<td{" class=n" if i in numeric else ""}'
+                        f'{labels[i] if i < len(labels) else ""}>{cell}</td>'
                         for i, cell in enumerate(row))
         body.append(f'<tr class="{cls}">{cells}</tr>' if cls else f"<tr>{cells}</tr>")
-    return f'<div class="scroll"><table><tr>{head}</tr>{"".join(body)}</table></div>'
+    kind = ' class="cards"' if cards else ""
+    return (f'<div class="scroll"><table{kind}><tr>{head}</tr>{"".join(body)}</table>'
+            "</div>")
 
 
 def count_cells(counts: Counts) -> list[str]:
