@@ -182,3 +182,32 @@ def test_assets_ship_inside_the_package_and_pages_run_no_inline_script(raw: RawC
     for path in ("/console/static/../app.py", "/console/static/__init__.py",
                  "/console/static/nope.js"):
         assert _get(raw, path).status == 404, path
+
+
+def test_paging_by_cursor_reaches_every_message_once(sqs: Any, raw: RawClient,
+                                                      make_queue: QueueFactory) -> None:
+    """Past the numbered pages, next → carries a keyset cursor (visible_at, seq): the
+    pages it leads through hold every message once, in the numbered pages' order; a page
+    number past the numbered ones says where they stop instead of showing another page."""
+    url = make_queue(prefix="con-pages")
+    for start in range(0, 120, 10):
+        sqs.send_message_batch(QueueUrl=url, Entries=[
+            {"Id": str(i), "MessageBody": f"m{start + i}"} for i in range(10)])
+    base = f"/console/queues/us-east-1/{queue_name_of(url)}"
+
+    def ids(html: str) -> list[str]:
+        section = html.split('<section id="messages"')[1].split("</section>")[0]
+        return [r[1] for r in _rows(section)]
+
+    numbered = [i for p in (1, 2, 3) for i in ids(_get(raw, f"{base}?page={p}").body.decode())]
+    assert len(numbered) == 120 == len(set(numbered))
+    seen, path = [], f"{base}?page=1&after=0.0"
+    while path:
+        html = _get(raw, path).body.decode()
+        seen += ids(html)
+        found = re.search(r'<a href="([^"]*)">next →</a>', html)
+        path = found.group(1).replace("&amp;", "&") if found else ""
+        assert not path or "after=" in path
+    assert seen == numbered
+    far = _get(raw, f"{base}?page=250").body.decode()
+    assert "Page 250 cannot be opened by number: numbers reach page 200" in far

@@ -51,13 +51,21 @@ async def section(service: Service, v: Visit, queue: QueueRecord, counts: Counts
         note = (f"{len(shown)}{'+' if len(shown) == PAGE_SIZE else ''} found by id, body or "
                 f"attribute value among the next {len(scanned):,} of {total:,} messages.")
     else:
-        page = min(page, SCAN_LIMIT // PAGE_SIZE)
-        window = await service.peek(queue, page * PAGE_SIZE)
-        shown = window[(page - 1) * PAGE_SIZE:]
+        cursor = _cursor(v.query.get("after", ""))
+        asked = page
+        if cursor is not None:  # a keyset cursor: any depth, one page's cost
+            shown = await service.peek(queue, PAGE_SIZE, cursor)
+        else:
+            page = min(page, SCAN_LIMIT // PAGE_SIZE)
+            window = await service.peek(queue, page * PAGE_SIZE)
+            shown = window[(page - 1) * PAGE_SIZE:]
         first = (page - 1) * PAGE_SIZE + 1
         note = (f"Messages {first:,}–{first + len(shown) - 1:,} of {total:,}, in the order "
                 "they become visible." if shown else "No messages here.")
-    html = [_search_bar(v, queue, wanted, page, total), parts.muted(note)]
+        if asked != page:
+            note += (f" Page {asked:,} cannot be opened by number: numbers reach page "
+                     f"{page:,}; follow next → from there to go deeper.")
+    html = [_search_bar(v, queue, wanted, page, total, shown), parts.muted(note)]
     if shown:
         html.append(_table(v, queue, shown, service.clock.now_ms(), can_delete, can_move))
     return f'<section id="messages" data-live>{"".join(html)}</section>'
@@ -70,17 +78,33 @@ def _matches(m: StoredMessage, wanted: str) -> bool:
         wanted in str(a.get("StringValue", "")) for a in message_attributes(m).values())
 
 
-def _search_bar(v: Visit, queue: QueueRecord, wanted: str, page: int, total: int) -> str:
+def _cursor(text: str) -> tuple[int, int] | None:
+    """`after=<visible_at>.<seq>`: the last message of the page before."""
+    visible_at, _, seq = text.partition(".")
+    if visible_at.isdigit() and seq.isdigit() and len(visible_at) < 16 and len(seq) < 19:
+        return int(visible_at), int(seq)
+    return None
+
+
+def _search_bar(v: Visit, queue: QueueRecord, wanted: str, page: int, total: int,
+                shown: list[Peeked]) -> str:
     path = parts.queue_path(queue.region, queue.name)
     links = []
     if not wanted:
-        last = min(-(-total // PAGE_SIZE), SCAN_LIMIT // PAGE_SIZE)
-        if page > 1:
-            links.append(f'<a href="{escape(parts.queue_path(queue.region, queue.name, page=page - 1))}">← previous</a>')  # noqa: E501
-        if page < last:
-            links.append(f'<a href="{escape(parts.queue_path(queue.region, queue.name, page=page + 1))}">next →</a>')  # noqa: E501
-        if total > SCAN_LIMIT and page >= last:
-            links.append(f'<span class="muted">pages stop at the first {SCAN_LIMIT:,}</span>')
+        region, name = queue.region, queue.name
+        if page > 1 and "after" in v.query:
+            links.append(f'<a href="{escape(path)}">← first page</a>')
+        elif page > 1:
+            links.append(f'<a href="{escape(parts.queue_path(region, name, page=page - 1))}">'
+                         "← previous</a>")
+        if len(shown) == PAGE_SIZE and page * PAGE_SIZE < total:
+            # Past the numbered pages, a cursor: the last message shown (visible_at, seq).
+            m, visible_at = shown[-1]
+            target = (parts.queue_path(region, name, page=page + 1)
+                      if page < SCAN_LIMIT // PAGE_SIZE and "after" not in v.query else
+                      parts.queue_path(region, name, page=page + 1,
+                                       after=f"{visible_at}.{m.seq}"))
+            links.append(f'<a href="{escape(target)}">next →</a>')
     clear = f' <a href="{escape(path)}">clear</a>' if wanted else ""
     return (f'<form class="bar" method="get" action="{escape(path)}">'
             f'<input type="search" name="search" value="{escape(wanted)}" '
