@@ -170,6 +170,12 @@ class QueueActions(QueueEndings):
                                      rules.retention_cutoff_ms(queue, self.clock.now_ms()),
                                      after)
 
+    async def find_message(self, queue: QueueRecord, message_id: str) -> StoredMessage | None:
+        """The queue's message of this id at any depth the attempts API reaches (the
+        store's find_message over limits.attempts_scan_messages), for the console."""
+        return await self.store.find_message(queue, message_id,
+                                             self.limits.attempts_scan_messages)
+
     def _check_tags(self, new: dict[str, str], existing: dict[str, str]) -> None:
         if len({**existing, **new}) > self.limits.max_tags:
             raise InvalidParameterValue(

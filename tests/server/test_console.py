@@ -211,3 +211,23 @@ def test_paging_by_cursor_reaches_every_message_once(sqs: Any, raw: RawClient,
     assert seen == numbered
     far = _get(raw, f"{base}?page=250").body.decode()
     assert "Page 250 cannot be opened by number: numbers reach page 200" in far
+
+
+def test_a_message_deeper_than_the_listed_ones_opens_and_is_found_by_id(
+        sqs: Any, raw: RawClient, make_queue: QueueFactory) -> None:
+    """The console lists the next 10,000 (messages.SCAN_LIMIT); one past them, the last to
+    become visible, still opens by its id and a search by its exact id finds it."""
+    url = make_queue(prefix="con-deep")
+    deep = sqs.send_message(QueueUrl=url, MessageBody="the deep one",
+                            DelaySeconds=900)["MessageId"]
+    for start in range(0, 10_000, 10):
+        sqs.send_message_batch(QueueUrl=url, Entries=[
+            {"Id": str(i), "MessageBody": "x"} for i in range(10)])
+    base = f"/console/queues/us-east-1/{queue_name_of(url)}"
+    page = _get(raw, f"{base}/messages/{deep}")
+    assert page.status == 200
+    text = page.body.decode()
+    assert "the deep one" in text and "deeper than the next 10,000" in text
+    found = _get(raw, f"{base}?search={deep}").body.decode()
+    assert f'href="{base}/messages/{deep}"' in found
+    assert _get(raw, f"{base}/messages/00000000-0000-0000-0000-000000000000").status == 404

@@ -48,6 +48,14 @@ async def section(service: Service, v: Visit, queue: QueueRecord, counts: Counts
     if wanted:
         scanned = await service.peek(queue, SCAN_LIMIT)
         shown = [p for p in scanned if _matches(p[0], wanted)][:PAGE_SIZE]
+        if not shown and len(scanned) == SCAN_LIMIT:  # an exact id, deeper
+            deep = await service.find_message(queue, wanted)
+            if deep is not None:
+                return (f'<section id="messages" data-live>'
+                        f"{_search_bar(v, queue, wanted, page, total, [])}<p>Message "
+                        f'<a href="{escape(parts.message_path(queue.region, queue.name, deep.message_id))}">'  # noqa: E501
+                        f"{escape(deep.message_id)}</a>, found by its id deeper than the "
+                        f"next {SCAN_LIMIT:,}.</p></section>")
         note = (f"{len(shown)}{'+' if len(shown) == PAGE_SIZE else ''} found by id, body or "
                 f"attribute value among the next {len(scanned):,} of {total:,} messages.")
     else:
@@ -157,14 +165,20 @@ async def page(service: Service, v: Visit, queue: QueueRecord, message_id: str,
     """One message, whole: body (pretty when JSON), attributes, receive count, state."""
     found = (await find(service, queue, {message_id})).get(message_id)
     back = parts.queue_link(queue.region, queue.name)
-    if found is None:
-        return render(404, "Message not found", f"<p>No message {escape(message_id)} among "
-                      f"the next {SCAN_LIMIT:,} of {back} (it may have been deleted or "
-                      "received, or lie deeper).</p>", who=v.who, header=v.header)
-    m, visible_at = found
+    deep = None if found else await service.find_message(queue, message_id)
+    if found is None and deep is None:
+        return render(404, "Message not found", f"<p>No message {escape(message_id)} in "
+                      f"{back} (it may have been deleted).</p>", who=v.who, header=v.header)
     now_ms = service.clock.now_ms()
+    if found is not None:
+        m, visible_at = found
+        state = escape(parts.state(m, visible_at, now_ms))
+    else:
+        assert deep is not None
+        m, state = deep, (f'<span class="muted">deeper than the next {SCAN_LIMIT:,}: '
+                          "visible or waiting, not read</span>")
     system = system_attributes(queue, m)
-    facts = [["State", escape(parts.state(m, visible_at, now_ms))],
+    facts = [["State", state],
              ["Receives", str(m.receive_count) + (
                  ' <span class="muted">(those in the queue it came from included: the '
                  "count goes along with a dead letter, as on SQS)</span>"
