@@ -420,6 +420,6 @@ def test_the_page_keeps_the_operator_s_work_and_fits_a_phone(
     assert card.evaluate("r => getComputedStyle(r).display") == "block"
     box = card.bounding_box()
     assert box and box["width"] <= 375
-    page.screenshot(path=str(shots / "console-phone.png"), full_page=True)
+    page.screenshot(path=str(shots / "console-phone-messages.png"), full_page=True)
     phone.close()
     assert errors == []
