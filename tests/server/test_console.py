@@ -233,3 +233,31 @@ def test_a_message_deeper_than_the_listed_ones_opens_and_is_found_by_id(
     found = _get(raw, f"{base}?search={deep}").body.decode()
     assert f'href="{base}/messages/{deep}"' in found
     assert _get(raw, f"{base}/messages/00000000-0000-0000-0000-000000000000").status == 404
+
+
+def test_the_failing_view_lists_messages_whose_last_attempt_failed(
+        sqs: Any, raw: RawClient, make_queue: QueueFactory) -> None:
+    """?view=failing: the messages with a recorded failed attempt (a worker's
+    RecordAttempts), each with its last reason, searchable by that reason."""
+    from tests.server.test_attempts_api import entry, record
+
+    url = make_queue(prefix="con-fail")
+    fine = sqs.send_message(QueueUrl=url, MessageBody="fine")["MessageId"]
+    bad = sqs.send_message(QueueUrl=url, MessageBody="bad")["MessageId"]
+    slow = sqs.send_message(QueueUrl=url, MessageBody="slow")["MessageId"]
+    got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10,
+                              VisibilityTimeout=600)["Messages"]
+    handles = {m["MessageId"]: m["ReceiptHandle"] for m in got}
+    assert set(handles) == {fine, bad, slow}
+    record(raw, url, entry(handles[bad], 1_000, "0"),
+           entry(handles[slow], 2_000, "1", Reason="timeout", Status=None))
+    base = f"/console/queues/us-east-1/{queue_name_of(url)}"
+
+    def listed(path: str) -> dict[str, str]:
+        html = _get(raw, path).body.decode()
+        section = html.split('<section id="messages"')[1].split("</section>")[0]
+        return {r[1]: r[-1] for r in _rows(section)}
+
+    assert listed(f"{base}?view=failing") == {bad: "http-500 (HTTP 500)", slow: "timeout"}
+    assert listed(f"{base}?view=failing&search=timeout") == {slow: "timeout"}
+    assert fine in listed(base)

@@ -24,6 +24,7 @@ from conveyor.service.inspect import attempts, death, message_attributes, system
 PAGE_SIZE = 50  # messages per page
 SCAN_LIMIT = 10_000  # messages read at most to page, search or find one
 BODY_CHARS = 200  # of each body in the list
+FAILING = "failing"  # ?view=failing: the messages whose last attempt failed
 
 Peeked = tuple[StoredMessage, int]  # a message and when it is (or becomes) visible
 
@@ -45,7 +46,16 @@ async def section(service: Service, v: Visit, queue: QueueRecord, counts: Counts
     wanted = v.query.get("search", "")
     page = v.number("page")
     total = counts.visible + counts.in_flight + counts.delayed
-    if wanted:
+    failing = v.query.get("view") == FAILING
+    if failing:  # the messages whose last recorded attempt failed, with why
+        scanned = await service.peek(queue, SCAN_LIMIT)
+        shown = [p for p in scanned if attempts(p[0])
+                 and (not wanted or _matches(p[0], wanted) or wanted in _last_failure(p[0]))
+                 ][:PAGE_SIZE]
+        note = (f"{len(shown)}{'+' if len(shown) == PAGE_SIZE else ''} failing (their last "
+                f"recorded attempt failed){' and matching' if wanted else ''} among the "
+                f"next {len(scanned):,} of {total:,} messages.")
+    elif wanted:
         scanned = await service.peek(queue, SCAN_LIMIT)
         shown = [p for p in scanned if _matches(p[0], wanted)][:PAGE_SIZE]
         if not shown and len(scanned) == SCAN_LIMIT:  # an exact id, deeper
@@ -73,9 +83,10 @@ async def section(service: Service, v: Visit, queue: QueueRecord, counts: Counts
         if asked != page:
             note += (f" Page {asked:,} cannot be opened by number: numbers reach page "
                      f"{page:,}; follow next → from there to go deeper.")
-    html = [_search_bar(v, queue, wanted, page, total, shown), parts.muted(note)]
+    html = [_search_bar(v, queue, wanted, page, total, shown, failing), parts.muted(note)]
     if shown:
-        html.append(_table(v, queue, shown, service.clock.now_ms(), can_delete, can_move))
+        html.append(_table(v, queue, shown, service.clock.now_ms(), can_delete, can_move,
+                           failing))
     return f'<section id="messages" data-live>{"".join(html)}</section>'
 
 
@@ -94,11 +105,26 @@ def _cursor(text: str) -> tuple[int, int] | None:
     return None
 
 
+def _last_failure(m: StoredMessage) -> str:
+    """The reason of a message's last recorded attempt (they are kept failed ones only: a
+    delivered message is deleted), with the app's HTTP status when known."""
+    recorded = attempts(m)
+    if not recorded:
+        return ""
+    last = recorded[-1]
+    status = f" (HTTP {last['Status']})" if "Status" in last else ""
+    return f"{last.get('Reason', '')}{status}"
+
+
 def _search_bar(v: Visit, queue: QueueRecord, wanted: str, page: int, total: int,
-                shown: list[Peeked]) -> str:
+                shown: list[Peeked], failing: bool = False) -> str:
     path = parts.queue_path(queue.region, queue.name)
     links = []
-    if not wanted:
+    views = (f'<a href="{escape(path)}">all messages</a>' if failing else
+             f'<a href="{escape(parts.queue_path(queue.region, queue.name, view=FAILING))}">'
+             "failing</a>")
+    links.append(views)
+    if not wanted and not failing:
         region, name = queue.region, queue.name
         if page > 1 and "after" in v.query:
             links.append(f'<a href="{escape(path)}">← first page</a>')
@@ -117,11 +143,12 @@ def _search_bar(v: Visit, queue: QueueRecord, wanted: str, page: int, total: int
     return (f'<form class="bar" method="get" action="{escape(path)}">'
             f'<input type="search" name="search" value="{escape(wanted)}" '
             'placeholder="Message id or text (press /)" aria-label="Search messages">'
+            f'{parts.hidden({"view": FAILING}) if failing else ""}'
             f'<button>Search</button>{clear} {" ".join(links)}</form>')
 
 
 def _table(v: Visit, queue: QueueRecord, shown: list[Peeked], now_ms: int,
-           can_delete: bool, can_move: bool) -> str:
+           can_delete: bool, can_move: bool, failing: bool = False) -> str:
     rows = []
     selectable = can_delete or can_move
     for m, visible_at in shown:
@@ -133,11 +160,13 @@ def _table(v: Visit, queue: QueueRecord, shown: list[Peeked], now_ms: int,
                      parts.when(m.sent_ms, now_ms), parts.state(m, visible_at, now_ms),
                      str(m.receive_count),
                      escape((m.dlq_source_arn or "").rsplit(":", 1)[-1]),
-                     f"<code>{escape(parts.shorten(m.body, BODY_CHARS))}</code>"])
+                     f"<code>{escape(parts.shorten(m.body, BODY_CHARS))}</code>",
+                     *([escape(_last_failure(m))] if failing else [])])
     all_box = ('<input type="checkbox" data-select-all aria-label="select all">'
                if selectable else "")
     table = parts.table([all_box, "Message id", "Sent", "State", "Receives",
-                         "Dead-lettered from", "Body"], rows, numeric=(4,), cards=True)
+                         "Dead-lettered from", "Body", *(["Last failure"] if failing else [])],
+                        rows, numeric=(4,), cards=True)
     if not selectable:
         return table
     buttons = []
