@@ -178,6 +178,8 @@ class App:
             return await self._metrics(req)
         if req.path == console.PREFIX or req.path.startswith(console.PREFIX + "/"):
             return await self.console.page(req)
+        if req.method == "GET" and req.path == "/favicon.ico":  # asked by browsers unbidden
+            return console.favicon()
         if self.blobs is not None and self.blobs.owns(req.path):
             return await self.blobs.handle(req)
         if req.path == "/_conveyor/clock" and req.method == "POST" and self.settings.dev_clock:

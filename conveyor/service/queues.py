@@ -200,11 +200,20 @@ class QueueActions(QueueEndings):
         """Every queue of every region, without counts (the console counts one page)."""
         return await self.store.list_queues(None, "")
 
-    async def peek(self, queue: QueueRecord, limit: int) -> list[tuple[StoredMessage, int]]:
+    async def peek(self, queue: QueueRecord, limit: int, after: tuple[int, int] | None = None
+                   ) -> list[tuple[StoredMessage, int]]:
         """The queue's next messages and when each is (or becomes) visible, for the
-        console: not an SQS action, and it changes nothing."""
+        console: not an SQS action, and it changes nothing. `after` (visible_at, seq):
+        those past that one (a keyset cursor: store.peek)."""
         return await self.store.peek(queue, limit,
-                                     rules.retention_cutoff_ms(queue, self.clock.now_ms()))
+                                     rules.retention_cutoff_ms(queue, self.clock.now_ms()),
+                                     after)
+
+    async def find_message(self, queue: QueueRecord, message_id: str) -> StoredMessage | None:
+        """The queue's message of this id at any depth the attempts API reaches (the
+        store's find_message over limits.attempts_scan_messages), for the console."""
+        return await self.store.find_message(queue, message_id,
+                                             self.limits.attempts_scan_messages)
 
     def _check_tags(self, new: dict[str, str], existing: dict[str, str]) -> None:
         if len({**existing, **new}) > self.limits.max_tags:

@@ -323,10 +323,12 @@ class Store(Protocol):
         messages of queues that no longer exist, and deduplication entries expired by
         `now_ms`; how many messages went."""
         ...
-    async def peek(self, queue: QueueRecord, limit: int,
-                   cutoff_ms: int) -> list[tuple[StoredMessage, int]]:
+    async def peek(self, queue: QueueRecord, limit: int, cutoff_ms: int,
+                   after: tuple[int, int] | None = None) -> list[tuple[StoredMessage, int]]:
         """Up to `limit` messages sent after `cutoff_ms` with their visible-at times, the
-        next to be received first, changing nothing (the console's view)."""
+        next to be received first (by visible_at, then seq), changing nothing (the
+        console's view); `after` (visible_at, seq): only those past it, a keyset cursor
+        read off the ready index, so a page deep in the queue costs what the first does."""
         ...
 
     # dead-letter move tasks

@@ -440,10 +440,10 @@ class JournaledStore(SqliteStore):
         await self._checkpoint()
         return await super().expire(cutoffs, now_ms)
 
-    async def peek(self, queue: QueueRecord, limit: int,
-                   cutoff_ms: int) -> list[tuple[StoredMessage, int]]:
+    async def peek(self, queue: QueueRecord, limit: int, cutoff_ms: int,
+                   after: tuple[int, int] | None = None) -> list[tuple[StoredMessage, int]]:
         await self._checkpoint()
-        return await super().peek(queue, limit, cutoff_ms)
+        return await super().peek(queue, limit, cutoff_ms, after)
 
     async def find_message(self, queue: QueueRecord, message_id: str,
                            scan_limit: int) -> StoredMessage | None:

@@ -1000,12 +1000,17 @@ class PostgresStore:
                 " WHERE queue_id=$2 AND sent_ms>$3 GROUP BY 1, 2", now_ms, queue.id, cutoff_ms)
         return {(r[0], r[1]): r[2] for r in rows}
 
-    async def peek(self, queue: QueueRecord, limit: int,
-                   cutoff_ms: int) -> list[tuple[StoredMessage, int]]:
+    async def peek(self, queue: QueueRecord, limit: int, cutoff_ms: int,
+                   after: tuple[int, int] | None = None) -> list[tuple[StoredMessage, int]]:
+        # Off conveyor_messages_ready (queue_id, visible_at); ties of visible_at are put in
+        # seq order by an incremental sort, a few rows at a time.
+        visible_at, seq = after if after is not None else (-1, -1)
         async with self._conn() as db:
             rows = await db.fetch(
                 f"SELECT {_COLUMNS}, visible_at FROM conveyor_messages WHERE queue_id=$1"
-                " AND sent_ms>$2 ORDER BY visible_at LIMIT $3", queue.id, cutoff_ms, limit)
+                " AND sent_ms>$2 AND visible_at>=$3 AND (visible_at, seq) > ($3, $4)"
+                " ORDER BY visible_at, seq LIMIT $5", queue.id, cutoff_ms, visible_at, seq,
+                limit)
         return [(StoredMessage(*row[:-1]), row[-1]) for row in rows]
 
     async def next_visible_ms(self, queue: QueueRecord, now_ms: int) -> int | None:

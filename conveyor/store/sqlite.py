@@ -719,11 +719,15 @@ class SqliteStore:
             db.execute("DELETE FROM dedup WHERE queue_id=?", (queue.id,))
         await self._delete_messages("queue_id=? AND sent_ms<=?", (queue.id, now_ms))
 
-    async def peek(self, queue: QueueRecord, limit: int,
-                   cutoff_ms: int) -> list[tuple[StoredMessage, int]]:
+    async def peek(self, queue: QueueRecord, limit: int, cutoff_ms: int,
+                   after: tuple[int, int] | None = None) -> list[tuple[StoredMessage, int]]:
+        # messages_ready (queue_id, visible_at) holds the rowid (seq) too: the cursor and the
+        # order are both read off it.
+        visible_at, seq = after if after is not None else (-1, -1)
         rows = self.db.execute(
             f"SELECT {_MESSAGE_COLUMNS}, visible_at FROM messages WHERE queue_id=? AND sent_ms>?"
-            " ORDER BY visible_at LIMIT ?", (queue.id, cutoff_ms, limit))
+            " AND (visible_at, seq) > (?, ?) ORDER BY visible_at, seq LIMIT ?",
+            (queue.id, cutoff_ms, visible_at, seq, limit))
         return [(StoredMessage(*row[:-1]), row[-1]) for row in rows]
 
     async def tally(self, queue: QueueRecord, now_ms: int, cutoff_ms: int) -> Tally:

@@ -328,12 +328,13 @@ def test_a_dead_letter_tells_why_it_died(browser: Browser, sqs: Any,
         received_at += [int(m["Attributes"]["ApproximateFirstReceiveTimestamp"]) for m in got]
     assert counts(sqs, dlq) == (1, 0, 0) and len(received_at) == 2
     view = browser.get(f"/console/queues/us-east-1/{queue_name_of(dlq)}/messages/{message_id}")
-    assert (f"dead-lettered from {queue_name_of(source)}: received there 3 times, more than "
-            "its maxReceiveCount") in view.text
+    assert (f"dead-lettered from {queue_name_of(source)}: delivered there 2 times without "
+            "being deleted; the next receive, past its maxReceiveCount, moved it here"
+            ) in view.text
     first = re.search(r"<td>First received there</td><td><time datetime=\"([^\"]+)\"",
                       view.text)
     assert first and first.group(1) == time.strftime(  # the first receive's own timestamp
-        "%Y-%m-%d %H:%M:%S UTC", time.gmtime(received_at[0] / 1000))
+        "%Y-%m-%dT%H:%M:%SZ", time.gmtime(received_at[0] / 1000))
     assert "<td>Last received there</td><td><time" in view.text
 
     model = botocore_enum("MessageSystemAttributeName")
@@ -426,3 +427,21 @@ def test_a_key_limited_to_queues_sees_and_touches_only_those(secured: ServerProc
                                                     "queue": other, "confirm": other})
     assert refused.status == 403
     assert other in admin.get("/console").text
+
+
+def test_a_refused_send_keeps_the_typed_message(browser: Browser,
+                                                make_queue: QueueFactory) -> None:
+    url = make_queue(prefix="con-keep")
+    page = f"/console/queues/us-east-1/{queue_name_of(url)}"
+    typed = "a long <message> the operator typed"
+    # DelaySeconds over 900 is InvalidParameterValue (SendMessage, AWS API reference).
+    resp = _post(browser, "send-message", page, region="us-east-1", queue=queue_name_of(url),
+                 body=typed, attributes="kind = x", delay="5000")
+    assert resp.status == 400 and "Not done" in resp.text
+    assert ('<textarea name="body" required>a long &lt;message&gt; the operator typed'
+            "</textarea>") in resp.text
+    assert "kind = x</textarea>" in resp.text
+    token = resp.form_token()  # the form carries the session's token: it can post again
+    again = browser.post("/console/send-message", {
+        "csrf": token, "region": "us-east-1", "queue": queue_name_of(url), "body": typed})
+    assert again.status == 303

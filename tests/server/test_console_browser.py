@@ -155,7 +155,7 @@ def test_an_operator_acts_from_the_console(server: ServerProcess, chromium: Any,
     page.locator("#messages a", has_text="-").first.click()
     page.wait_for_selector("h2:has-text('Body')")
     assert '"order": 10' in page.inner_text("pre")
-    assert f"dead-lettered from {source}: received there 3 times" in page.inner_text("main")
+    assert f"dead-lettered from {source}: delivered there 2 times" in page.inner_text("main")
     assert "First received there" in page.inner_text("main")  # why it died
     page.screenshot(path=str(shots / "console-message.png"), full_page=True)
     # Not received since it landed: no receipt names it, and the console deletes it still.
@@ -183,8 +183,16 @@ def test_an_operator_acts_from_the_console(server: ServerProcess, chromium: Any,
     page.wait_for_selector(f"#messages >> text={taken['MessageId']}")
     assert "1 found" in page.inner_text("#messages")
     page.check(f"input[name='m.{taken['MessageId']}']")
+    assert page.inner_text("[data-selected-count]") == "1 selected"
+    asked: list[str] = []
+
+    def answer(dialog: Any) -> None:
+        asked.append(dialog.message)
+        dialog.accept()
+    page.once("dialog", answer)
     page.click("button:has-text('Delete selected')")
     page.wait_for_selector("text=Deleted 1 message(s).")
+    assert asked == ["Delete 1 message? This cannot be undone."]
     assert counts(sqs, source_url)[0] == 1
     # The last hour, charted: sent, received, deleted a second and the oldest's age.
     assert page.locator("#activity svg.spark").count() == 4
@@ -357,3 +365,61 @@ def _record_decisions(server: ServerProcess, queue: str) -> None:
     # Playwright's sync API keeps an event loop in this thread: run ours in another.
     with ThreadPoolExecutor(1) as pool:
         pool.submit(asyncio.run, record()).result()
+
+
+def _errors_of(page: Any) -> list[str]:
+    """What the browser reports as errors on `page` from now on (console and script)."""
+    errors: list[str] = []
+    page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    return errors
+
+
+def test_the_page_keeps_the_operator_s_work_and_fits_a_phone(
+        server: ServerProcess, chromium: Any, shots: Path) -> None:
+    """A search being typed survives the live refresh while new messages arrive; on a
+    phone the page never scrolls sideways and messages are cards; no page logs an error
+    (a 403 favicon or an invalid `pattern` would)."""
+    sqs = _sqs(server)
+    name = unique("con-keep")
+    url = sqs.create_queue(QueueName=name)["QueueUrl"]
+    sent = [sqs.send_message(QueueUrl=url, MessageBody=json.dumps({"n": i, "text": "x" * 300}),
+                             MessageAttributes={"blob": {"DataType": "Binary",
+                                                         "BinaryValue": b"\x01\x02"}})
+            for i in range(3)]
+    context = chromium.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    errors = _errors_of(page)
+    _sign_in(page, server, ADMIN, ADMIN_SECRET)
+    page.goto(f"{server.url}/console/queues/us-east-1/{name}")
+    page.fill("input[name=search]", "half-typed")
+    sqs.send_message(QueueUrl=url, MessageBody="arrived meanwhile")
+    page.wait_for_timeout(7_000)  # two live refreshes at least (frame.LIVE_EVERY_S = 3)
+    assert page.input_value("input[name=search]") == "half-typed"
+    assert page.evaluate("document.activeElement.name") == "search"
+    page.locator("input[name=search]").blur()
+    page.wait_for_selector("#messages >> text=arrived meanwhile")  # then it updates
+    page.goto(f"{server.url}/console")
+    page.goto(f"{server.url}/console/queues/us-east-1/{name}/messages/{sent[0]['MessageId']}")
+    assert "AQI= (base64)" in page.inner_text("main")
+    context.close()
+    assert errors == []
+
+    phone = chromium.new_context(viewport={"width": 375, "height": 740}, is_mobile=True,
+                                 has_touch=True)
+    page = phone.new_page()
+    errors = _errors_of(page)
+    _sign_in(page, server, ADMIN, ADMIN_SECRET)
+    for path in ("/console", f"/console/queues/us-east-1/{name}",
+                 f"/console/queues/us-east-1/{name}/messages/{sent[0]['MessageId']}"):
+        page.goto(server.url + path)
+        wide = page.evaluate("document.documentElement.scrollWidth")
+        assert wide <= 375, (path, wide)
+    page.goto(f"{server.url}/console/queues/us-east-1/{name}")
+    card = page.locator("#messages table.cards tr").nth(1)
+    assert card.evaluate("r => getComputedStyle(r).display") == "block"
+    box = card.bounding_box()
+    assert box and box["width"] <= 375
+    page.screenshot(path=str(shots / "console-phone-messages.png"), full_page=True)
+    phone.close()
+    assert errors == []

@@ -55,11 +55,19 @@ from conveyor.service import Service, StoreError
 from conveyor.service.validate import plain_name
 from conveyor.sqs.limits import MODES
 
-__all__ = ["PREFIX", "Console", "auth"]
+__all__ = ["PREFIX", "Console", "auth", "favicon"]
 
 log = logging.getLogger("conveyor.server.console")
 
 SEND_FORM = "send-message"  # the one form that carries a message body: a larger limit
+
+
+def favicon() -> Response:
+    """GET /favicon.ico, which browsers ask of any site: the console's icon (no 403 from
+    the SQS endpoint, so no error in the browser's console)."""
+    found = asset("favicon.svg")
+    assert found is not None
+    return found
 
 
 class Console:
@@ -102,7 +110,8 @@ class Console:
             return self.auth.page(req)
         session = self.auth.session(req)
         if self.access_keys and session is None:
-            return self.auth.to_sign_in(req, req.path)
+            query = req.query_string.decode("latin-1")
+            return self.auth.to_sign_in(req, f"{req.path}?{query}" if query else req.path)
         csrf, headers = self.auth.form_token(req, session)
         visit = Visit(req, self.operator(session), csrf, self.auth.who(session),
                       self._header(), self.account_id)

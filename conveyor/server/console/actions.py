@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from conveyor.server.console import forms, messages, parts
-from conveyor.server.console.auth import Session
+from conveyor.server.console.auth import CSRF_FIELD, Session
 from conveyor.server.console.calls import Calls, Operator
 from conveyor.server.console.forms import Form, FormError
 from conveyor.server.console.frame import PREFIX, redirect, render
@@ -227,4 +227,19 @@ def _refused(status: int, code: str, message: str, form: Form) -> Response:
     back = (parts.queue_link(region, name) if region and name and plain_name(region)
             and plain_name(name) else f'<a href="{PREFIX}">All queues</a>')
     return render(status, "Not done", f"<p><b>{escape(code)}</b>: {escape(message)}</p>"
-                  f"<p>Nothing was changed. Back to {back}</p>")
+                  f"<p>Nothing was changed. Back to {back}</p>{_send_again(form)}")
+
+
+def _send_again(form: Form) -> str:
+    """After a refused send, the message typed, to correct and send again: an error
+    never loses the body. The form's own fields and token go back as they came."""
+    if "body" not in form:
+        return ""
+    kept = {k: form.get(k, "") for k in (CSRF_FIELD, "region", "queue", "delay", "group_id",
+                                         "dedup_id")}
+    return (f'<form method="post" action="{PREFIX}/send-message">{parts.hidden(kept)}'
+            '<h2>The message you typed</h2>'
+            f'<label>Body<textarea name="body" required>{escape(form["body"])}</textarea>'
+            '</label><label>Message attributes<textarea name="attributes">'
+            f'{escape(form.get("attributes", ""))}</textarea></label>'
+            "<button>Send message</button></form>")

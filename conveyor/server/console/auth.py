@@ -57,7 +57,8 @@ FORM_TYPE = "application/x-www-form-urlencoded"
 _COOKIE_VALUE = re.compile(rf"[A-Za-z0-9_.-]{{16,{MAX_COOKIE_CHARS}}}")
 # Where a sign-in may send the browser on: console pages only, in plain URL characters
 # (no open redirect, nothing that could break the Location header).
-_LOCAL_PATH = re.compile(r"/console(/[A-Za-z0-9._~%/-]*)?")
+# A console path, and its query (a search, a page number) in URL characters only.
+_LOCAL_PATH = re.compile(r"/console(/[A-Za-z0-9._~%/-]*)?(\?[A-Za-z0-9._~%&=+-]*)?")
 
 
 def new_token() -> str:

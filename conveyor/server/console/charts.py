@@ -12,14 +12,18 @@ HEIGHT = 20  # the drawing's own units; CSS sizes it
 
 
 def sparkline(values: list[float | None], label: str, unit: str) -> str:
-    """A line over `values` (one a minute, the oldest first; None: not known, skipped),
-    scaled to its own highest value, which the hover text tells with the latest."""
+    """A line over `values` (one a minute, the oldest first, the last the current minute;
+    None: not known, skipped), scaled to its own highest value, which the hover text tells
+    with the latest. The current minute is not drawn: partly counted, it would end every
+    chart in a false drop; the hover text gives it as "so far"."""
+    values, current = values[:-1], (values[-1] if values else None)
     known = [(i, v) for i, v in enumerate(values) if v is not None]
     top = max((v for _, v in known), default=0.0)
     scale = HEIGHT / top if top else 0.0
     points = " ".join(f"{i},{HEIGHT - v * scale:.1f}" for i, v in known)
     latest = _number(known[-1][1]) if known else "none"
-    title = f"{label}, the last hour: highest {_number(top)} {unit}, latest {latest}"
+    title = (f"{label}, the last hour: highest {_number(top)} {unit}, latest full minute "
+             f"{latest}, this minute so far {'none' if current is None else _number(current)}")
     return (f'<svg class="spark" viewBox="0 -1 {max(len(values) - 1, 1)} {HEIGHT + 2}" '
             f'preserveAspectRatio="none" role="img" aria-label="{escape(title)}">'
             f"<title>{escape(title)}</title><polyline points=\"{points}\" "
@@ -38,7 +42,7 @@ def queue_charts(history: History | None) -> str:
     latest = next((a for a in reversed(history.oldest_s) if a is not None), None)
     rows.append(["Oldest message (s)", sparkline(ages, "oldest message's age", "s"),
                  "" if latest is None else parts.duration(latest)])
-    return parts.table(["Last hour", "", "Now"], rows)
+    return parts.table(["Last hour (full minutes)", "", "This minute so far"], rows)
 
 
 def overview_chart(history: History | None) -> str:

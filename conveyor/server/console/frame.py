@@ -17,7 +17,9 @@ STATIC = PREFIX + "/static/"
 LIVE_EVERY_S = 3  # how often console.js reloads a page's live parts
 HTML = b"text/html; charset=utf-8"
 ASSETS = {"console.css": b"text/css; charset=utf-8",
-          "console.js": b"text/javascript; charset=utf-8"}
+          "console.js": b"text/javascript; charset=utf-8",
+          "favicon.svg": b"image/svg+xml"}
+FAVICON = STATIC + "favicon.svg"
 
 # Pages show message bodies: no cache keeps them past sign-out.
 _NO_STORE = (b"cache-control", b"no-store")
@@ -37,6 +39,7 @@ def render(status: int, title: str, body: str, refresh: bool = False, who: str =
             '<meta name="viewport" content="width=device-width, initial-scale=1">'
             '<meta name="color-scheme" content="light dark">'
             f"<title>{escape(title)} · Conveyor</title>"
+            f'<link rel="icon" href="{FAVICON}" type="image/svg+xml">'
             f'<link rel="stylesheet" href="{STATIC}console.css">'
             f'<script src="{STATIC}console.js" defer></script></head>'
             f'<body{live}><header><a class="brand" href="{PREFIX}">Conveyor</a>'

@@ -9,6 +9,7 @@ listed (the store offers no cursor to start a read further in).
 
 from __future__ import annotations
 
+import base64
 import json
 from html import escape
 
@@ -23,6 +24,7 @@ from conveyor.service.inspect import attempts, death, message_attributes, system
 PAGE_SIZE = 50  # messages per page
 SCAN_LIMIT = 10_000  # messages read at most to page, search or find one
 BODY_CHARS = 200  # of each body in the list
+FAILING = "failing"  # ?view=failing: the messages whose last attempt failed
 
 Peeked = tuple[StoredMessage, int]  # a message and when it is (or becomes) visible
 
@@ -44,21 +46,47 @@ async def section(service: Service, v: Visit, queue: QueueRecord, counts: Counts
     wanted = v.query.get("search", "")
     page = v.number("page")
     total = counts.visible + counts.in_flight + counts.delayed
-    if wanted:
+    failing = v.query.get("view") == FAILING
+    if failing:  # the messages whose last recorded attempt failed, with why
+        scanned = await service.peek(queue, SCAN_LIMIT)
+        shown = [p for p in scanned if attempts(p[0])
+                 and (not wanted or _matches(p[0], wanted) or wanted in _last_failure(p[0]))
+                 ][:PAGE_SIZE]
+        note = (f"{len(shown)}{'+' if len(shown) == PAGE_SIZE else ''} failing (their last "
+                f"recorded attempt failed){' and matching' if wanted else ''} among the "
+                f"next {len(scanned):,} of {total:,} messages.")
+    elif wanted:
         scanned = await service.peek(queue, SCAN_LIMIT)
         shown = [p for p in scanned if _matches(p[0], wanted)][:PAGE_SIZE]
+        if not shown and len(scanned) == SCAN_LIMIT:  # an exact id, deeper
+            deep = await service.find_message(queue, wanted)
+            if deep is not None:
+                return (f'<section id="messages" data-live>'
+                        f"{_search_bar(v, queue, wanted, page, total, [])}<p>Message "
+                        f'<a href="{escape(parts.message_path(queue.region, queue.name, deep.message_id))}">'  # noqa: E501
+                        f"{escape(deep.message_id)}</a>, found by its id deeper than the "
+                        f"next {SCAN_LIMIT:,}.</p></section>")
         note = (f"{len(shown)}{'+' if len(shown) == PAGE_SIZE else ''} found by id, body or "
                 f"attribute value among the next {len(scanned):,} of {total:,} messages.")
     else:
-        page = min(page, SCAN_LIMIT // PAGE_SIZE)
-        window = await service.peek(queue, page * PAGE_SIZE)
-        shown = window[(page - 1) * PAGE_SIZE:]
+        cursor = _cursor(v.query.get("after", ""))
+        asked = page
+        if cursor is not None:  # a keyset cursor: any depth, one page's cost
+            shown = await service.peek(queue, PAGE_SIZE, cursor)
+        else:
+            page = min(page, SCAN_LIMIT // PAGE_SIZE)
+            window = await service.peek(queue, page * PAGE_SIZE)
+            shown = window[(page - 1) * PAGE_SIZE:]
         first = (page - 1) * PAGE_SIZE + 1
         note = (f"Messages {first:,}–{first + len(shown) - 1:,} of {total:,}, in the order "
                 "they become visible." if shown else "No messages here.")
-    html = [_search_bar(v, queue, wanted, page, total), parts.muted(note)]
+        if asked != page:
+            note += (f" Page {asked:,} cannot be opened by number: numbers reach page "
+                     f"{page:,}; follow next → from there to go deeper.")
+    html = [_search_bar(v, queue, wanted, page, total, shown, failing), parts.muted(note)]
     if shown:
-        html.append(_table(v, queue, shown, service.clock.now_ms(), can_delete, can_move))
+        html.append(_table(v, queue, shown, service.clock.now_ms(), can_delete, can_move,
+                           failing))
     return f'<section id="messages" data-live>{"".join(html)}</section>'
 
 
@@ -69,26 +97,58 @@ def _matches(m: StoredMessage, wanted: str) -> bool:
         wanted in str(a.get("StringValue", "")) for a in message_attributes(m).values())
 
 
-def _search_bar(v: Visit, queue: QueueRecord, wanted: str, page: int, total: int) -> str:
+def _cursor(text: str) -> tuple[int, int] | None:
+    """`after=<visible_at>.<seq>`: the last message of the page before."""
+    visible_at, _, seq = text.partition(".")
+    if visible_at.isdigit() and seq.isdigit() and len(visible_at) < 16 and len(seq) < 19:
+        return int(visible_at), int(seq)
+    return None
+
+
+def _last_failure(m: StoredMessage) -> str:
+    """The reason of a message's last recorded attempt (they are kept failed ones only: a
+    delivered message is deleted), with the app's HTTP status when known."""
+    recorded = attempts(m)
+    if not recorded:
+        return ""
+    last = recorded[-1]
+    status = f" (HTTP {last['Status']})" if "Status" in last else ""
+    return f"{last.get('Reason', '')}{status}"
+
+
+def _search_bar(v: Visit, queue: QueueRecord, wanted: str, page: int, total: int,
+                shown: list[Peeked], failing: bool = False) -> str:
     path = parts.queue_path(queue.region, queue.name)
     links = []
-    if not wanted:
-        last = min(-(-total // PAGE_SIZE), SCAN_LIMIT // PAGE_SIZE)
-        if page > 1:
-            links.append(f'<a href="{escape(parts.queue_path(queue.region, queue.name, page=page - 1))}">← previous</a>')  # noqa: E501
-        if page < last:
-            links.append(f'<a href="{escape(parts.queue_path(queue.region, queue.name, page=page + 1))}">next →</a>')  # noqa: E501
-        if total > SCAN_LIMIT and page >= last:
-            links.append(f'<span class="muted">pages stop at the first {SCAN_LIMIT:,}</span>')
+    views = (f'<a href="{escape(path)}">all messages</a>' if failing else
+             f'<a href="{escape(parts.queue_path(queue.region, queue.name, view=FAILING))}">'
+             "failing</a>")
+    links.append(views)
+    if not wanted and not failing:
+        region, name = queue.region, queue.name
+        if page > 1 and "after" in v.query:
+            links.append(f'<a href="{escape(path)}">← first page</a>')
+        elif page > 1:
+            links.append(f'<a href="{escape(parts.queue_path(region, name, page=page - 1))}">'
+                         "← previous</a>")
+        if len(shown) == PAGE_SIZE and page * PAGE_SIZE < total:
+            # Past the numbered pages, a cursor: the last message shown (visible_at, seq).
+            m, visible_at = shown[-1]
+            target = (parts.queue_path(region, name, page=page + 1)
+                      if page < SCAN_LIMIT // PAGE_SIZE and "after" not in v.query else
+                      parts.queue_path(region, name, page=page + 1,
+                                       after=f"{visible_at}.{m.seq}"))
+            links.append(f'<a href="{escape(target)}">next →</a>')
     clear = f' <a href="{escape(path)}">clear</a>' if wanted else ""
     return (f'<form class="bar" method="get" action="{escape(path)}">'
             f'<input type="search" name="search" value="{escape(wanted)}" '
             'placeholder="Message id or text (press /)" aria-label="Search messages">'
+            f'{parts.hidden({"view": FAILING}) if failing else ""}'
             f'<button>Search</button>{clear} {" ".join(links)}</form>')
 
 
 def _table(v: Visit, queue: QueueRecord, shown: list[Peeked], now_ms: int,
-           can_delete: bool, can_move: bool) -> str:
+           can_delete: bool, can_move: bool, failing: bool = False) -> str:
     rows = []
     selectable = can_delete or can_move
     for m, visible_at in shown:
@@ -100,27 +160,33 @@ def _table(v: Visit, queue: QueueRecord, shown: list[Peeked], now_ms: int,
                      parts.when(m.sent_ms, now_ms), parts.state(m, visible_at, now_ms),
                      str(m.receive_count),
                      escape((m.dlq_source_arn or "").rsplit(":", 1)[-1]),
-                     f"<code>{escape(parts.shorten(m.body, BODY_CHARS))}</code>"])
+                     f"<code>{escape(parts.shorten(m.body, BODY_CHARS))}</code>",
+                     *([escape(_last_failure(m))] if failing else [])])
     all_box = ('<input type="checkbox" data-select-all aria-label="select all">'
                if selectable else "")
     table = parts.table([all_box, "Message id", "Sent", "State", "Receives",
-                         "Dead-lettered from", "Body"], rows, numeric=(4,))
+                         "Dead-lettered from", "Body", *(["Last failure"] if failing else [])],
+                        rows, numeric=(4,), cards=True)
     if not selectable:
         return table
     buttons = []
     if can_delete:
-        buttons.append('<button class="danger">Delete selected</button>')
+        buttons.append('<button class="danger" data-delete-selected data-needs-selection>'
+                       "Delete selected</button>")
     if can_move:
         dead_letters = any(m.dlq_source_arn for m, _ in shown)
         buttons.append(
             f'<label class="inline">Move selected to <input name="destination" '
             f'autocomplete="off" aria-label="queue to move to" placeholder="'
             f'{"empty: back to the queue each came from" if dead_letters else "queue name"}">'
-            f'</label><button formaction="{PREFIX}/move-messages">'
+            f'</label><button formaction="{PREFIX}/move-messages" data-needs-selection>'
             f'{"Redrive" if dead_letters else "Move"} selected</button>')
-    # One form, two actions: delete-messages, or move-messages by the second button.
+    # One form, two actions: delete-messages, or move-messages by the second button. The
+    # buttons sit above the rows with the count ticked (console.js), and stay in view.
+    count = '<output class="muted" data-selected-count></output>'
     return parts.form("delete-messages", v.csrf, {"region": queue.region, "queue": queue.name},
-                      table + f'<div class="bar">{"".join(buttons)}</div>')
+                      f'<div class="bar selection-bar">{count}{"".join(buttons)}</div>{table}',
+                      css="selection")
 
 
 async def page(service: Service, v: Visit, queue: QueueRecord, message_id: str,
@@ -128,15 +194,24 @@ async def page(service: Service, v: Visit, queue: QueueRecord, message_id: str,
     """One message, whole: body (pretty when JSON), attributes, receive count, state."""
     found = (await find(service, queue, {message_id})).get(message_id)
     back = parts.queue_link(queue.region, queue.name)
-    if found is None:
-        return render(404, "Message not found", f"<p>No message {escape(message_id)} among "
-                      f"the next {SCAN_LIMIT:,} of {back} (it may have been deleted or "
-                      "received, or lie deeper).</p>", who=v.who, header=v.header)
-    m, visible_at = found
+    deep = None if found else await service.find_message(queue, message_id)
+    if found is None and deep is None:
+        return render(404, "Message not found", f"<p>No message {escape(message_id)} in "
+                      f"{back} (it may have been deleted).</p>", who=v.who, header=v.header)
     now_ms = service.clock.now_ms()
+    if found is not None:
+        m, visible_at = found
+        state = escape(parts.state(m, visible_at, now_ms))
+    else:
+        assert deep is not None
+        m, state = deep, (f'<span class="muted">deeper than the next {SCAN_LIMIT:,}: '
+                          "visible or waiting, not read</span>")
     system = system_attributes(queue, m)
-    facts = [["State", escape(parts.state(m, visible_at, now_ms))],
-             ["Receives", str(m.receive_count)],
+    facts = [["State", state],
+             ["Receives", str(m.receive_count) + (
+                 ' <span class="muted">(those in the queue it came from included: the '
+                 "count goes along with a dead letter, as on SQS)</span>"
+                 if m.dlq_source_arn else "")],
              ["Sent", parts.when(m.sent_ms, now_ms)],
              ["First received", parts.when(m.first_receive_ms, now_ms)
               if m.first_receive_ms else '<span class="muted">never</span>'],
@@ -145,8 +220,7 @@ async def page(service: Service, v: Visit, queue: QueueRecord, message_id: str,
                             "ApproximateFirstReceiveTimestamp")]]
     if m.dlq_source_arn:
         facts += _why_here(m, now_ms)
-    attrs = [[escape(k), escape(a.get("DataType", "")),
-              f"<code>{escape(str(a.get('StringValue', a.get('BinaryValue', ''))))}</code>"]
+    attrs = [[escape(k), escape(a.get("DataType", "")), _attribute_value(a)]
              for k, a in sorted(message_attributes(m).items())]
     body = [f"<p>{back} · <code>{escape(m.message_id)}</code></p>",
             parts.table(["", ""], facts), "<h2>Body</h2>",
@@ -162,7 +236,8 @@ async def page(service: Service, v: Visit, queue: QueueRecord, message_id: str,
 
 def _why_here(m: StoredMessage, now_ms: int) -> list[list[str]]:
     """A dead letter's story: where it came from, and the receives that spent it there
-    (its receive count and times start afresh here, as they do on SQS)."""
+    (its receive count goes along, less the receive that moved it: the store's
+    dead_letter)."""
     source = (m.dlq_source_arn or "").rsplit(":", 1)[-1]
     died = death(m)
     if died is None:  # dead-lettered before Conveyor kept why
@@ -170,13 +245,34 @@ def _why_here(m: StoredMessage, now_ms: int) -> list[list[str]]:
                                     "times than its maxReceiveCount without being deleted")]]
     first, last = died.get("first_receive_ms"), died.get("last_receive_ms")
     return [
-        ["Why here", escape(f"dead-lettered from {source}: received there "
-                            f"{died.get('receive_count', '?')} times, more than its "
-                            "maxReceiveCount, without being deleted")],
+        ["Why here", escape(_died_there(source, died.get("receive_count")))],
         ["First received there", parts.when(first, now_ms) if isinstance(first, int) else ""],
         ["Last received there", (parts.when(last, now_ms) + ' <span class="muted">(the '
                                  "receive that moved it here)</span>")
          if isinstance(last, int) else ""]]
+
+
+def _died_there(source: str, receive_count: object) -> str:
+    """The receives a dead letter spent in its source. The kept count includes the receive
+    that moved it (rules.spent: past maxReceiveCount), which delivered nothing."""
+    if not isinstance(receive_count, int) or receive_count < 1:
+        return (f"dead-lettered from {source}: received there more times than its "
+                "maxReceiveCount without being deleted")
+    delivered = receive_count - 1
+    return (f"dead-lettered from {source}: delivered there {delivered} "
+            f"time{'' if delivered == 1 else 's'} without being deleted; the next receive, "
+            "past its maxReceiveCount, moved it here")
+
+
+def _attribute_value(attribute: dict) -> str:
+    """A message attribute's value: text as sent, a Binary one in base64 (as SQS's JSON
+    protocol and the AWS CLI show it), said so."""
+    if "BinaryValue" in attribute:
+        data = attribute["BinaryValue"]
+        encoded = base64.b64encode(data if isinstance(data, bytes) else str(data).encode())
+        return (f"<code>{escape(encoded.decode())}</code> "
+                '<span class="muted">(base64)</span>')
+    return f"<code>{escape(str(attribute.get('StringValue', '')))}</code>"
 
 
 def _attempts(m: StoredMessage, now_ms: int) -> str:

@@ -93,7 +93,9 @@ class Overview:
         inner = (
             '<summary>Create a queue</summary>'
             '<label>Name<br><input name="name" required maxlength="80" '
-            'pattern="[A-Za-z0-9_-]+(\\.fifo)?" autocomplete="off"></label>'
+            # `-` escaped: browsers compile `pattern` with the `v` flag, where an
+            # unescaped `-` at a class's end is a syntax error (and the check is off).
+            'pattern="[A-Za-z0-9_\\-]+(\\.fifo)?" autocomplete="off"></label>'
             f'<label>Region<br><input name="region" value="{escape(region)}" required></label>'
             '<label><input type="checkbox" name="fifo"> FIFO (the name gets .fifo)</label>'
             '<label><input type="checkbox" name="content_dedup"> Content-based '

@@ -3,6 +3,7 @@ name says `html`: these functions escape what they are given."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from html import escape
@@ -18,17 +19,24 @@ from conveyor.service.context import parse_arn
 
 
 def table(headings: list[str], rows: Iterable[list[str]], numeric: tuple[int, ...] = (),
-          row_classes: Iterable[str] | None = None) -> str:
-    """A table of HTML cells (escaped by the caller); `row_classes` marks rows out."""
+          row_classes: Iterable[str] | None = None, cards: bool = False) -> str:
+    """A table of HTML cells (escaped by the caller); `row_classes` marks rows out.
+    `cards`: on a narrow screen each row becomes a card, each cell labelled with its
+    heading (console.css, table.cards)."""
     head = "".join(f"<th>{h}</th>" for h in headings)
+    labels = [f' data-label="{escape(re.sub(r"<[^>]*>", "", h))}"' if cards else ""
+              for h in headings]
     classes = iter(row_classes or ())
     body = []
     for row in rows:
         cls = next(classes, "")
-        cells = "".join(f'<td{" class=n" if i in numeric else ""}>{cell}</td>'
+        cells = "".join(f'<td{" class=n" if i in numeric else ""}'
+                        f'{labels[i] if i < len(labels) else ""}>{cell}</td>'
                         for i, cell in enumerate(row))
         body.append(f'<tr class="{cls}">{cells}</tr>' if cls else f"<tr>{cells}</tr>")
-    return f'<div class="scroll"><table><tr>{head}</tr>{"".join(body)}</table></div>'
+    kind = ' class="cards"' if cards else ""
+    return (f'<div class="scroll"><table{kind}><tr>{head}</tr>{"".join(body)}</table>'
+            "</div>")
 
 
 def count_cells(counts: Counts) -> list[str]:
@@ -78,10 +86,15 @@ def exact_time(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+def iso_time(ms: int) -> str:
+    """A time as HTML's `datetime` attribute takes it (ISO 8601, UTC: ...Z)."""
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def when(ms: int, now_ms: int) -> str:
     """A time as people say it ("3 min ago"), the exact time on hover."""
-    exact = exact_time(ms)
-    return f'<time datetime="{exact}" title="{exact}">{ago(now_ms - ms)}</time>'
+    return (f'<time datetime="{iso_time(ms)}" title="{exact_time(ms)}">'
+            f"{ago(now_ms - ms)}</time>")
 
 
 def ago(elapsed_ms: int) -> str:
@@ -99,6 +112,42 @@ def duration(seconds: float) -> str:
     if s >= 3600:
         return f"{s // 3600} h {s % 3600 // 60} min"
     return f"{s // 60} min {s % 60} s" if s >= 60 else f"{s} s"
+
+
+def spoken_seconds(seconds: int) -> str:
+    """A length of time in the largest whole units: 345600 -> "4 days", 90 -> "1 min 30 s"."""
+    if seconds == 0:
+        return "0 s"
+    out = []
+    for unit, size in (("day", 86_400), ("h", 3600), ("min", 60), ("s", 1)):
+        n, seconds = divmod(seconds, size)
+        if n:
+            out.append(f"{n} {unit}{'s' if unit == 'day' and n != 1 else ''}")
+    return " ".join(out)
+
+
+# Queue attributes in seconds (GetQueueAttributes, AWS API reference), and epoch seconds.
+SECONDS_ATTRIBUTES = ("VisibilityTimeout", "DelaySeconds", "MessageRetentionPeriod",
+                      "ReceiveMessageWaitTimeSeconds", "KmsDataKeyReusePeriodSeconds")
+TIME_ATTRIBUTES = ("CreatedTimestamp", "LastModifiedTimestamp")
+
+
+def attribute_value(name: str, value: str) -> str:
+    """A queue attribute's value as people read it (HTML): times as dates, seconds in
+    days/hours/minutes, sizes in KiB, with the raw value beside it."""
+    raw = f"<code>{escape(value)}</code>"
+    if not value.isdigit():
+        return raw
+    n = int(value)
+    if name in TIME_ATTRIBUTES:
+        return f'<time datetime="{iso_time(n * 1000)}">{exact_time(n * 1000)}</time> {raw}'
+    if name in SECONDS_ATTRIBUTES:
+        return f"{spoken_seconds(n)} {raw}"
+    if name == "MaximumMessageSize":
+        if n % 1_048_576 == 0:
+            return f"{n // 1_048_576:,} MiB {raw}"
+        return f"{n // 1024:,} KiB {raw}" if n % 1024 == 0 else raw
+    return raw
 
 
 def shorten(text: str, chars: int) -> str:

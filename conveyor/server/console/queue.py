@@ -65,7 +65,7 @@ class QueuePage:
             body.append(parts.muted("Your access key may not receive this queue's messages, "
                                     "so the console does not show them."))
         body += ["<h2>Attributes</h2>", '<section id="attributes" data-live>', parts.table(
-            ["Name", "Value"], [[escape(k), f"<code>{escape(val)}</code>"]
+            ["Name", "Value"], [[escape(k), parts.attribute_value(k, val)]
                                 for k, val in sorted(attributes.items())]), "</section>",
                  await _edit_form(v, queue)]
         body += ["<h2>Tags</h2>", parts.table(["Key", "Value"], [

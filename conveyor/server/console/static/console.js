@@ -3,20 +3,30 @@
 "use strict";
 
 // Every few seconds, fetch this page again and swap in its parts marked data-live
-// (matched by id). A part the operator is using is left alone: one holding the focus
-// or a ticked box. Paused while the tab is hidden.
+// (matched by id) whose content changed. Nothing is swapped while the operator is at
+// work: an input, textarea or select holding the focus (a search being typed), text
+// selected anywhere, or a ticked box in the part. Paused while the tab is hidden.
+function busyPage() {
+  const active = document.activeElement;
+  if (active && /^(INPUT|TEXTAREA|SELECT)$/.test(active.tagName)) return true;
+  const selection = window.getSelection();
+  return Boolean(selection && !selection.isCollapsed && selection.toString());
+}
+
 function refreshLive() {
-  if (document.hidden) return;
+  if (document.hidden || busyPage()) return;
   fetch(location.href, { credentials: "same-origin", headers: { "X-Console-Live": "1" } })
     .then((resp) => (resp.ok && !resp.redirected ? resp.text() : null))
     .then((text) => {
-      if (text === null) return;
+      if (text === null || busyPage()) return;
       const fresh = new DOMParser().parseFromString(text, "text/html");
       for (const part of document.querySelectorAll("[data-live][id]")) {
         const next = fresh.getElementById(part.id);
-        const busy = part.contains(document.activeElement) ||
-          part.querySelector("input[type=checkbox]:checked");
-        if (next && !busy) part.replaceWith(document.adoptNode(next));
+        if (!next || next.innerHTML === part.dataset.shown) continue;
+        if (part.querySelector("input[type=checkbox]:checked")) continue;
+        const html = next.innerHTML;
+        part.replaceWith(document.adoptNode(next));
+        next.dataset.shown = html;
       }
       wire(document);
     })
@@ -40,7 +50,37 @@ function wire(root) {
       for (const other of box.form.querySelectorAll("input[type=checkbox][name^='m.']")) {
         other.checked = box.checked;
       }
+      countSelected(box.form);
     });
+  }
+  // A selection's buttons say how many are ticked; deleting asks first, naming the count.
+  for (const form of root.querySelectorAll("form.selection")) {
+    if (form.dataset.wired) continue;
+    form.dataset.wired = "1";
+    form.addEventListener("change", () => countSelected(form));
+    countSelected(form);
+    const remove = form.querySelector("button[data-delete-selected]");
+    if (remove) {
+      remove.addEventListener("click", (event) => {
+        const n = selectedIn(form);
+        const what = n === 1 ? "1 message" : `${n} messages`;
+        if (!window.confirm(`Delete ${what}? This cannot be undone.`)) event.preventDefault();
+      });
+    }
+  }
+}
+
+function selectedIn(form) {
+  return form.querySelectorAll("input[type=checkbox][name^='m.']:checked").length;
+}
+
+function countSelected(form) {
+  const n = selectedIn(form);
+  for (const out of form.querySelectorAll("[data-selected-count]")) {
+    out.textContent = `${n} selected`;
+  }
+  for (const button of form.querySelectorAll("button[data-needs-selection]")) {
+    button.disabled = n === 0;
   }
 }
 
@@ -56,6 +96,9 @@ document.addEventListener("keydown", (event) => {
 });
 
 document.addEventListener("DOMContentLoaded", () => {
+  for (const part of document.querySelectorAll("[data-live][id]")) {
+    part.dataset.shown = part.innerHTML;
+  }
   wire(document);
   const every = Number(document.body.dataset.liveEvery || 0);
   if (every > 0) setInterval(refreshLive, every * 1000);
