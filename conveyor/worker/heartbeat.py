@@ -3,7 +3,8 @@
 Every tick, each message whose visibility ends within half of VisibilityTimeout is
 - extended by VisibilityTimeout while its request is open (seed 003), up to
   ConnectTimeout + InactivityTimeout (`request_limit_s`);
-- released (visibility 0) when it is only buffered, about to reappear: let another take it;
+- released (visibility 0) when it is only buffered, about to reappear: let another take it
+  (but extended while the app is unavailable: a release would cost it a receive);
 - extended when it waits here (FIFO: behind its group's first, or for a retry here; or held
   while the app is unavailable): released, one would let SQS hand its group out again
   behind the back of this worker, or cost a receive to each message of the group behind it.
@@ -33,7 +34,7 @@ class Heartbeat:
     def __init__(self, jobs: Mapping[str, Job], change: SubmitChange,
                  release: Callable[[Job], None], *, visibility_timeout_s: int,
                  request_limit_s: float, metrics: WorkerMetrics, queue_name: str,
-                 clock: Clock) -> None:
+                 clock: Clock, holding: Callable[[], bool] = lambda: False) -> None:
         self._jobs = jobs  # every message the worker holds, by receipt handle
         self._change = change
         self._release = release
@@ -42,6 +43,7 @@ class Heartbeat:
         self._metrics = metrics
         self._queue_name = queue_name
         self._clock = clock
+        self._holding = holding  # True while the app is unavailable: release nothing
 
     async def run(self) -> None:
         vt = self._visibility_timeout_s
@@ -58,7 +60,8 @@ class Heartbeat:
         for job in list(self._jobs.values()):
             if job.extending or job.visible_until_s - now > margin_s:
                 continue
-            if job.started_s is None and job.group is None and not job.waiting:
+            if (job.started_s is None and job.group is None and not job.waiting
+                    and not self._holding()):
                 self._release(job)  # buffered, about to reappear: let another take it
             elif job.started_s is None or now - job.started_s < self._request_limit_s:
                 self._extend(job, now)
