@@ -281,8 +281,7 @@ class Worker:
         pollers = [asyncio.create_task(self._poll_loop(first=i == 0), name=f"poll-{i}")
                    for i in range(self._pollers)]
         heartbeats = Heartbeat(
-            self._jobs, self.settlement.change, self.settlement.release,
-            holding=lambda: self._outage.is_open,
+            self._jobs, self.settlement.change,
             visibility_timeout_s=self.config.visibility_timeout,
             request_limit_s=self.config.connect_timeout + self.config.inactivity_timeout,
             metrics=self.metrics, queue_name=self.queue_name, clock=clock)
@@ -321,6 +320,7 @@ class Worker:
         for task in pending:
             task.cancel()
         await asyncio.gather(*dispatchers, return_exceptions=True)
+        self.settlement.release_unstarted()  # what failed meanwhile (the app went down)
         heartbeat.cancel()
         await asyncio.gather(heartbeat, return_exceptions=True)
         await self._deliverer.close()
