@@ -43,6 +43,8 @@ class Owner(Protocol):
 
     waiting: Waiting
 
+    def attempted(self, job: Job, outcome: Outcome) -> None: ...
+
     async def settle(self, job: Job, outcome: Outcome) -> None: ...
 
     async def retry(self, job: Job, outcome: Outcome, *, counted: bool = False) -> None: ...
@@ -219,6 +221,8 @@ class AppOutage:
         self._waiting.discard(job)
         outcome = await self._post(job)
         seen = verdict(outcome)
+        if seen is not Verdict.ANSWERED:  # else settled below, which tells its owner
+            self._owner.attempted(job, outcome)
         if seen is Verdict.ANSWERED:
             breaker.answered()
             self._close()

@@ -28,8 +28,9 @@ The promises it keeps, and checks where they are kept (`Invariants`):
    holds stays held (up to 12 hours of visibility, SQS's limit, and RetentionPeriod), and
    goes to the app, in order, when it answers again.
 
-`retry` is the one place where an attempt's failure is decided (and so where a record of
-it belongs).
+Every POST's outcome reaches `attempted` (the one place an attempt's outcome is known,
+refused ones included: where a record of each failed attempt belongs); `retry` is the one
+place where a failure of the message's own is acted on.
 """
 
 from __future__ import annotations
@@ -194,10 +195,16 @@ class Settlement:
 
     # -- after a POST ---------------------------------------------------------------------
 
-    async def settle(self, job: Job, outcome: Outcome) -> None:
-        """Act on a POST's outcome: delete, retry, or hold it while the app is unavailable."""
+    def attempted(self, job: Job, outcome: Outcome) -> None:
+        """One POST of `job` came back with `outcome` (a probe's too): every attempt's
+        outcome passes here once, before its message is settled or held. The hooks hear of
+        it; a record of each failed attempt (status, reason, when) belongs here."""
         for hook in self._hooks:
             hook.after_delivery(job.message, outcome.ok, outcome.status)
+
+    async def settle(self, job: Job, outcome: Outcome) -> None:
+        """Act on a POST's outcome: delete, retry, or hold it while the app is unavailable."""
+        self.attempted(job, outcome)
         if self.outage is not None and self.outage.hold_if_unavailable(job, outcome):
             return
         if outcome.ok:
@@ -219,8 +226,8 @@ class Settlement:
                                        status=outcome.status))
 
     async def retry(self, job: Job, outcome: Outcome, *, counted: bool = False) -> None:
-        """An attempt failed with `outcome`: THE place an attempt's failure is decided (a
-        record of it belongs here). Try it again after a back-off: SQS gives it back (or,
+        """The message failed with `outcome` (its own failure: `attempted` has seen it):
+        the one place a failure is acted on. Try it again after a back-off: SQS gives it back (or,
         once its next receive would exceed maxReceiveCount, moves it to the dead-letter
         queue) - unless later messages of its FIFO group wait here behind it: then it is
         tried again, or dead-lettered, here (SQS would not hand it out again while its
