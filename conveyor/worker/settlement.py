@@ -40,7 +40,7 @@ import logging
 import random
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from conveyor.client import Message, SQSClient, SQSError, SQSTransportError
 from conveyor.clock import Clock
@@ -94,19 +94,22 @@ class Invariants:
     def posting(self, jobs: Sequence[Job], groups: GroupQueues[Job]) -> None:
         """Before one POST of `jobs` (in order): none answered 2xx before; FIFO: each
         group's first in it is its group's first here, and no other POST of it is open."""
-        seen: set[str] = set()
+        seen: list[str] = []
         for job in jobs:
             message = job.message
             self.check(message.message_id not in self._done, "a 2xx is final", message)
             group = job.group
             if group is None or group in seen:
                 continue
-            seen.add(group)
+            seen.append(group)
             self.check(groups.first(group) is job, "FIFO order within a group", message)
             self.check(not self._posting.get(group), "one POST at a time per group", message)
             self._posting[group] = self._posting.get(group, 0) + 1
 
     def posted(self, jobs: Sequence[Job]) -> None:
+        """After that POST."""
+        if not self._posting:  # no FIFO group at the app: nothing to count down
+            return
         for group in {job.group for job in jobs if job.group is not None}:
             left = self._posting.get(group, 0) - 1
             if left > 0:
@@ -135,7 +138,11 @@ class Settlement:
         self._rng = rng
         self._slots = slots
         self._stopping = stopping
-        self._hooks = list(hooks)
+        # Only the hooks that override each step are called: without any, a step costs
+        # nothing per message.
+        self._admitters = _overriding(hooks, "before_delivery")
+        self._listeners = _overriding(hooks, "after_delivery")
+        self._deletion_listeners = _overriding(hooks, "after_delete")
         self._queues_of = queues_of
         self._fifo = queue_name.endswith(".fifo")  # SQS requires the suffix
         self._sqs: SQSClient | None = None
@@ -177,7 +184,7 @@ class Settlement:
             await self.to_dead_letter(job, "MaxRetries")
             return False
         try:
-            for hook in self._hooks:
+            for hook in self._admitters:
                 if not await hook.before_delivery(job.message):
                     self._submit_delete(job.message)
                     self.finish(job)
@@ -199,7 +206,7 @@ class Settlement:
         """One POST of `job` came back with `outcome` (a probe's too): every attempt's
         outcome passes here once, before its message is settled or held. The hooks hear of
         it; a record of each failed attempt (status, reason, when) belongs here."""
-        for hook in self._hooks:
+        for hook in self._listeners:
             hook.after_delivery(job.message, outcome.ok, outcome.status)
 
     async def settle(self, job: Job, outcome: Outcome) -> None:
@@ -404,11 +411,11 @@ class Settlement:
         """Delete a message no copy of which lives on (done, or expired); the hooks hear
         of it (a stored body goes too). A dead-letter copy keeps its body."""
         deleted = self._submit_delete(message)
-        if self._hooks:
+        if self._deletion_listeners:
             deleted.add_done_callback(lambda f: self._after_delete(message, f.result()))
 
     def _after_delete(self, message: Message, refusal: str | None) -> None:
-        for hook in self._hooks:
+        for hook in self._deletion_listeners:
             hook.after_delete(message, refusal)
 
     def _submit_delete(self, message: Message) -> asyncio.Future[str | None]:
@@ -424,5 +431,8 @@ class Settlement:
                         extra=log_fields(self.queue_name, message, outcome="delete-failed",
                                          code=refusal))
 
-    def fields(self, message: Message, **more: Any) -> dict[str, Any]:
-        return log_fields(self.queue_name, message, **more)
+
+def _overriding(hooks: Sequence[WorkerHook], step: str) -> list[WorkerHook]:
+    """The hooks whose class overrides WorkerHook's do-nothing `step`."""
+    default = getattr(WorkerHook, step)
+    return [hook for hook in hooks if getattr(type(hook), step) is not default]
