@@ -410,21 +410,17 @@ class Settlement:
     def _delete_for_good(self, message: Message) -> None:
         """Delete a message no copy of which lives on (done, or expired); the hooks hear
         of it (a stored body goes too). A dead-letter copy keeps its body."""
-        deleted = self._submit_delete(message)
-        if self._deletion_listeners:
-            deleted.add_done_callback(lambda f: self._after_delete(message, f.result()))
+        self._submit_delete(message, for_good=True)
 
-    def _after_delete(self, message: Message, refusal: str | None) -> None:
-        for hook in self._deletion_listeners:
-            hook.after_delete(message, refusal)
-
-    def _submit_delete(self, message: Message) -> asyncio.Future[str | None]:
+    def _submit_delete(self, message: Message, *, for_good: bool = False) -> None:
         assert self._delete is not None
         future = self._delete.submit(message.message_id, message.receipt_handle)
-        future.add_done_callback(lambda f: self._deleted(message, f.result()))
-        return future
+        future.add_done_callback(lambda f: self._deleted(message, f.result(), for_good))
 
-    def _deleted(self, message: Message, refusal: str | None) -> None:
+    def _deleted(self, message: Message, refusal: str | None, for_good: bool) -> None:
+        if for_good:
+            for hook in self._deletion_listeners:
+                hook.after_delete(message, refusal)
         if refusal is not None:
             log.warning("delete failed, the message will be delivered again: queue=%s "
                         "message=%s code=%s", self.queue_name, message.message_id, refusal,
