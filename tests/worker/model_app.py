@@ -171,6 +171,9 @@ class ScheduledApp:
             return False
         if mode == "slow":
             await asyncio.sleep(0.2)
+            if writer.transport.is_closing():  # the app went down meanwhile: never answered
+                post.answer = "cut"
+                return False
         if mode == "close":
             post.answer = "200"
             writer.write(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nok")
