@@ -39,6 +39,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from procstat import tree_cpu_s  # noqa: E402
 
 from conveyor.client import SQSClient  # noqa: E402
 
@@ -288,8 +291,11 @@ def bench_conveyor_worker(endpoint: str, app: str, queue: str, args: argparse.Na
            "--status-port", str(status_port), "--http-connections", str(args.connections),
            "--log-level", "warning"]
     result: dict = {"label": label}
-    with process(cmd, tmp / f"worker-{label}.log", status + "/health"):
+    with process(cmd, tmp / f"worker-{label}.log", status + "/health") as worker:
+        cpu_s = tree_cpu_s(worker.pid)
         stats = wait_count(app, args.messages, args.timeout)
+        # The worker's CPU per message: steadier than msg/s on a machine shared with others.
+        result["cpu_us_per_msg"] = 1e6 * (tree_cpu_s(worker.pid) - cpu_s) / max(1, stats["count"])
         result["delivered"] = stats["count"]
         result["msgs_per_s"] = throughput(stats, args.messages)
         deadline = time.monotonic() + args.timeout
@@ -416,6 +422,7 @@ def report(results: list[dict], args: argparse.Namespace, tmp: Path) -> None:
           f"{worker['e2e_p50_ms'] - bare['e2e_p50_ms']:.2f} ms, p99 "
           f"{worker['e2e_p99_ms'] - bare['e2e_p99_ms']:.2f} ms")
     print(f"mean wait from receipt to POST inside the worker: {worker['wait_mean_us']:.0f} µs")
+    print(f"worker CPU per message (throughput phase): {worker['cpu_us_per_msg']:.0f} µs")
     naive = next((r for r in results if r["label"].startswith("naive")), None)
     if naive and naive.get("msgs_per_s"):
         print(f"throughput ratio conveyor worker / naive sqsd loop: "

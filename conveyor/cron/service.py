@@ -19,7 +19,7 @@ from conveyor.client import Message, SQSClient, endpoint_from_queue_url, queue_n
 from conveyor.cron.clock import CronClock
 from conveyor.cron.cronfile import CronFileError, load_cron_file
 from conveyor.cron.guard import CLOCK_SKEW_S, JobGuard
-from conveyor.cron.jobs import ScheduledJob, send_runs
+from conveyor.cron.jobs import ATTR_PREFIX, ScheduledJob, send_runs
 from conveyor.cron.leader import Scheduler
 from conveyor.cron.leases import (
     LeaseBackend,
@@ -33,9 +33,12 @@ from conveyor.cron.leases.server import ServerLeases
 from conveyor.cron.ledger import LedgerBusy, RunLedger
 from conveyor.cron.metrics import CronMetrics
 from conveyor.cron.source import CronSource
-from conveyor.runtime.hooks import WorkerHook
+from conveyor.runtime.hooks import DeliveryRequest, WorkerHook
 
 log = logging.getLogger(__name__)
+
+# A scheduled job's own attributes: sent as X-Aws-Sqsd-Taskname / -Scheduled-At instead.
+_ATTR_HEADER = "X-Aws-Sqsd-Attr-" + ATTR_PREFIX
 
 __all__ = ["DEFAULT_CRON_FILE", "CronConfigError", "CronService", "LedgerBusy",
            "check_cron_config", "check_cron_settings",
@@ -136,7 +139,8 @@ class CronService(WorkerHook):
     """Owns the cron.yaml source, the lease backend, the scheduler task and the run ledger.
 
     In a worker it campaigns while the worker runs, hands the lease over before the drain,
-    and vets each scheduled job before it is POSTed (`before_delivery`)."""
+    and vets each scheduled job before it is POSTed (`before_delivery`), then sends it to
+    its task's url (`request`)."""
 
     def __init__(self, queue_name: str, *, cron_file: str = "cron.yaml",
                  lease_spec: str = "server", grace_s: float = 300.0, ttl_s: float = 10.0,
@@ -201,6 +205,18 @@ class CronService(WorkerHook):
         await self.stop()
         if self._leases is not None:
             await self._leases.close()
+
+    def request(self, message: Message, request: DeliveryRequest) -> DeliveryRequest:
+        """A scheduled job goes alone to its task's url (under AppURL's path) with an empty
+        body and sqsd's periodic-task headers, not its own attributes."""
+        job = ScheduledJob.from_message(message)
+        if job is None:
+            return request
+        headers = {name: value for name, value in request.headers.items()
+                   if not name.startswith(_ATTR_HEADER)}
+        headers.update(job.headers(message))
+        return DeliveryRequest(request.base_path + job.path, headers, b"", alone=True,
+                               base_path=request.base_path)
 
     async def before_delivery(self, message: Message) -> bool:
         """False for a scheduled job that is not genuine (guard.py) or whose run another

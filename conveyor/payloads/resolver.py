@@ -24,6 +24,7 @@ from conveyor.payloads.pointer import (
     read_pointer,
     without_reserved,
 )
+from conveyor.runtime.hooks import Unavailable
 
 log = logging.getLogger("conveyor.payloads")
 
@@ -32,7 +33,7 @@ log = logging.getLogger("conveyor.payloads")
 MAX_INFLATED_BYTES = 256 * 1024 * 1024
 
 
-class PayloadUnavailable(Exception):
+class PayloadUnavailable(Unavailable):
     """The message's body could not be fetched or decoded; the message fails this attempt."""
 
     def __init__(self, reason: str, pointer: Pointer | None = None) -> None:

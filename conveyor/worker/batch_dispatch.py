@@ -4,27 +4,29 @@ each. (How a batch is written and its answer read is batch_delivery.py.)
 A dispatcher takes what the buffer holds, up to BatchSize messages, and POSTs them as one
 batch; on a FIFO queue a group's first message brings the messages waiting behind it
 (`followers`), in order. A scheduled job goes alone to its own url, as without BatchSize.
-Each message of the answer is settled by the daemon (deleted, retried, held while the app
-is unavailable) but one the app did not process (FIFO: behind a failure in its group, or
-behind a body that could not be fetched): it stays waiting behind its group's first,
-neither deleted nor counted as failed.
+Each message of the answer is settled by its owner (settlement.py: deleted, retried, held
+while the app is unavailable) but one the app did not process (FIFO: behind a failure in
+its group, or behind a body that could not be fetched): it stays waiting behind its
+group's first, neither deleted nor counted as failed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from conveyor.client import Message
 from conveyor.clock import Clock
-from conveyor.payloads.resolver import PayloadResolver, PayloadUnavailable
+from conveyor.runtime.hooks import Unavailable
 from conveyor.worker.batch_delivery import BatchPoster
 from conveyor.worker.delivery import Deliverer, Outcome
 from conveyor.worker.flow import OpenPosts, Slots
 from conveyor.worker.groups import GroupQueues
-from conveyor.worker.job import Job, JobActions, log_fields
+from conveyor.worker.job import Job, log_fields
 from conveyor.worker.metrics import WorkerMetrics
+from conveyor.worker.settlement import Settlement
+from conveyor.worker.steps import DeliverySteps
 
 # The daemon's logger: its lines read (and are filtered) as they did when this was daemon.py.
 log = logging.getLogger("conveyor.worker.daemon")
@@ -33,23 +35,24 @@ log = logging.getLogger("conveyor.worker.daemon")
 class BatchDispatcher:
     """The dispatchers' loop with BatchSize: one `run()` per HttpConnections."""
 
-    def __init__(self, poster: BatchPoster, size: int, actions: JobActions, *,
-                 buffer: asyncio.Queue[Job | None], slots: Slots, open_posts: OpenPosts,
-                 groups: GroupQueues[Job], past_retention: Callable[[Message], bool],
-                 payloads: PayloadResolver, metrics: WorkerMetrics, queue_name: str,
-                 clock: Clock) -> None:
+    def __init__(self, poster: BatchPoster, size: int, owner: Settlement, *,
+                 post: Callable[[Job], Awaitable[Outcome]], deliverer: Deliverer,
+                 slots: Slots, open_posts: OpenPosts, steps: DeliverySteps,
+                 past_retention: Callable[[Message], bool]) -> None:
         self._poster = poster
         self._size = size
-        self._actions = actions
-        self._buffer = buffer  # received messages; None: the worker is stopping
+        self._owner = owner  # every message's fate
+        self._post_one = post  # POST one message alone (the daemon's)
+        self._deliverer = deliverer
+        self._buffer = owner.buffer  # received messages; None: the worker is stopping
         self._slots = slots  # each message taken from the buffer holds one
         self._open = open_posts
-        self._groups = groups
+        self._groups = owner.groups
         self._past_retention = past_retention
-        self._payloads = payloads
-        self._metrics = metrics
-        self._queue_name = queue_name
-        self._clock = clock
+        self._steps = steps
+        self._metrics: WorkerMetrics = owner.metrics
+        self._queue_name = owner.queue_name
+        self._clock: Clock = owner.clock
 
     async def run(self) -> None:
         """A dispatcher that POSTs what the buffer holds, up to BatchSize messages at a time
@@ -63,9 +66,9 @@ class BatchDispatcher:
             try:
                 while job is not None:
                     taken += 1
-                    if not job.released and await self._actions.admit(job):
-                        if Deliverer.goes_alone(job.message):  # to its own url
-                            await self._actions.settle(job, await self._actions.post(job))
+                    if not job.released and await self._owner.admit(job):
+                        if self._deliverer.goes_alone(job.message):  # to its own url
+                            await self._owner.settle(job, await self._post_one(job))
                         else:
                             batch.append(job)
                             batch += followers(job, self._groups, size - len(batch),
@@ -84,7 +87,7 @@ class BatchDispatcher:
     def _one_by_one(self, job: Job) -> bool:
         """True for a message dealt with alone when it is its group's first: released, a
         scheduled job, or past RetentionPeriod."""
-        return (job.released or Deliverer.goes_alone(job.message)
+        return (job.released or self._deliverer.goes_alone(job.message)
                 or self._past_retention(job.message))
 
     async def _post(self, batch: list[Job]) -> None:
@@ -95,7 +98,7 @@ class BatchDispatcher:
             job.started_s = started
             self._metrics.waited(started - job.accepted_s)
         try:  # offloaded bodies first, before the app's time is measured
-            resolved = await self._payloads.resolve_each([job.message for job in batch])
+            resolved = await self._steps.prepare_each([job.message for job in batch])
         except asyncio.CancelledError:
             self._release(batch)
             raise
@@ -103,6 +106,8 @@ class BatchDispatcher:
         if ready:
             posted = self._open.posting()
             status = "cancelled"
+            at_app = [batch[i] for i in ready]
+            self._owner.invariants.posting(at_app, self._groups)
             try:
                 sent = await self._poster.post(list(ready.values()))
                 status = next((outcome.status for outcome in sent if outcome is not None), status)
@@ -111,6 +116,7 @@ class BatchDispatcher:
                 raise
             finally:
                 self._open.posted(posted, status)
+                self._owner.invariants.posted(at_app)
             for i, outcome in zip(ready, sent, strict=True):
                 outcomes[i] = outcome
         self._metrics.batch_posted(outcomes)
@@ -123,11 +129,11 @@ class BatchDispatcher:
                                                      outcome="unprocessed"))
         for job, outcome in zip(batch, outcomes, strict=True):
             if outcome is not None:
-                await self._actions.settle(job, outcome)
+                await self._owner.settle(job, outcome)
 
     def _release(self, batch: list[Job]) -> None:
         for job in batch:
-            self._actions.release(job)
+            self._owner.release(job)
 
 
 def followers(job: Job, groups: GroupQueues[Job], room: int,
@@ -144,7 +150,7 @@ def followers(job: Job, groups: GroupQueues[Job], room: int,
     return found
 
 
-def with_bodies(batch: Sequence[Job], resolved: Sequence[Message | PayloadUnavailable]
+def with_bodies(batch: Sequence[Job], resolved: Sequence[Message | Unavailable]
                 ) -> tuple[list[Outcome | None], dict[int, Message]]:
     """Sort a batch by its offloaded bodies (`resolved`, in order): the messages to POST (by
     position, with their bodies), and the outcomes so far: a message whose body is
@@ -155,8 +161,8 @@ def with_bodies(batch: Sequence[Job], resolved: Sequence[Message | PayloadUnavai
     for i, (job, found) in enumerate(zip(batch, resolved, strict=True)):
         if job.group is not None and job.group in stopped:
             continue
-        if isinstance(found, PayloadUnavailable):
-            outcomes[i] = Outcome(False, "payload-unavailable", 0.0, detail=str(found))
+        if isinstance(found, Unavailable):
+            outcomes[i] = Outcome(False, found.status, 0.0, detail=str(found))
             if job.group is not None:
                 stopped.add(job.group)
         else:

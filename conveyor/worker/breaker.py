@@ -16,12 +16,10 @@ Each POST's outcome is one of:
   says nothing either way, and fails the message as ever.
 
 DOWN and SUSPECT open the breaker (outage.py): the worker stops receiving, holds what it
-has, and looks again after a short back-off (PROBE_FIRST_S doubling to PROBE_MAX_S): the
-health check (HealthCheckPath) if there is one, then a held message. Nothing received is
-given back during GRACE_S: an app that is back by then (a restart, a hiccup) costs no
-message a receive. After GRACE_S the held messages are released (visibility 0) for other
-workers, except the few kept to probe with (MAX_PROBES). A probe that answers closes the
-breaker: the kept messages go to the app, and receiving resumes.
+has (nothing is given back while the app is unavailable: settlement.py says why), and looks
+again after a short back-off (PROBE_FIRST_S doubling to PROBE_MAX_S): the health check
+(HealthCheckPath) if there is one, then a held message. A probe that answers closes the
+breaker: the held messages go to the app, in order, and receiving resumes.
 """
 
 from __future__ import annotations
@@ -36,16 +34,13 @@ from conveyor.worker.delivery import Outcome
 
 T = TypeVar("T")
 
-# Nothing is released sooner: long enough for an app's restart or a proxy's hiccup, short
-# enough that other workers are not kept from the messages for long.
-GRACE_S = 3.0
 PROBE_FIRST_S = 0.1
 PROBE_MAX_S = 2.0  # the health check, or a message the app refused to connect for
 # Re-POSTing a message that got a SUSPECT answer may be re-POSTing the message that makes
 # the app crash: not faster than this.
 SUSPECT_PROBE_MAX_S = 10.0
 RETRY_AFTER_MAX_S = 30.0  # a 503's Retry-After is honoured up to this between probes
-MAX_PROBES = 2  # messages kept (not released) to try the app with
+MAX_PROBES = 2  # held messages enough to try the app with (no second opinion fetched)
 # A SUSPECT failure is the message's own when the app answered something this shortly
 # before the request was sent (or since), unless SUSPECT_STREAK of them come in a row
 # with no answer between: then the app went away (a crash behind a proxy answers 502 to
@@ -95,7 +90,6 @@ class Breaker(Generic[T]):
         self.opened_s = 0.0
         self.failed: list[T] = []  # held after a DOWN or SUSPECT POST, oldest first
         self.parked: list[T] = []  # held before their POST, while open
-        self.released = False  # GRACE_S is over: what else comes in is released
         self.last_answer_s = -float("inf")  # when the app last answered (ANSWERED verdict)
         self.suspects = 0  # SUSPECT failures since the app last answered
         self.second_opinion_s = -float("inf")
@@ -109,7 +103,6 @@ class Breaker(Generic[T]):
         self.is_open = True
         self.closed.clear()
         self.opened_s = self._clock.monotonic_s()
-        self.released = False
         self.opened += 1
         self._pauses = 0
         return True

@@ -58,6 +58,14 @@ def worker_command(config_file: Path | None, log_level: str, **values: Any) -> N
 
     Options use Elastic Beanstalk's names (aws:elasticbeanstalk:sqsd) in the config
     file; each has a flag and a CONVEYOR_* variable. Precedence: flag > variable > file.
+
+    \b
+    When the app is down (connection refused, request dropped, 502/503/504, or a
+    failing --health-check-path), the worker stops receiving and holds what it has,
+    extending its visibility, however long the outage; nothing is released, so no
+    receive is spent. Once the app answers, the held messages go to it in order.
+    A refused connection never counts towards MaxRetries; stopping the worker during
+    an outage hands its messages back (one receive each).
     """
     try:
         config = load_config(values, os.environ, config_file)

@@ -24,7 +24,13 @@ after maxReceiveCount of them the worker moves it to the dead-letter queue itsel
 
 When the app is unavailable (breaker.py says how a POST's outcome shows it), each failure
 would also cost a receive: so the circuit breaker opens, receiving stops, and what the
-worker holds is held or released until the app answers again (outage.py).
+worker holds is held until the app answers again (outage.py).
+
+What becomes of each message (done, retried, held, released, dead-lettered, expired) is
+decided by its one owner, settlement.py, which also states and checks the worker's
+promises; this module keeps the life cycle, polling and dispatching. Each delivery runs
+the hooks' steps (runtime/hooks.py): RetentionPeriod (retention.py), claim-checked bodies
+(conveyor/payloads/step.py) and whatever hooks the worker is given (periodic tasks).
 """
 
 from __future__ import annotations
@@ -50,27 +56,21 @@ from conveyor.client import (
     queue_name_from_url,
 )
 from conveyor.clock import Clock
-from conveyor.payloads.resolver import PayloadResolver, PayloadUnavailable
-from conveyor.runtime.hooks import TryLater, WorkerHook
+from conveyor.payloads.step import PayloadStep
+from conveyor.runtime.hooks import Unavailable, WorkerHook
 from conveyor.runtime.presence import Presence
 from conveyor.runtime.status import StatusServer
 from conveyor.worker.adaptive import ConcurrencyLimit
 from conveyor.worker.attempts import AttemptLog
-from conveyor.worker.backoff import (
-    MAX_VISIBILITY_S,
-    ErrorBackoff,
-    IdleBackoff,
-    failure_visibility,
-)
+from conveyor.worker.backoff import ErrorBackoff, IdleBackoff
 from conveyor.worker.batch_delivery import BatchPoster, queue_identities
 from conveyor.worker.batch_dispatch import BatchDispatcher
 from conveyor.worker.batcher import Batcher
 from conveyor.worker.config import WorkerConfig
 from conveyor.worker.delivery import Deliverer, Outcome
 from conveyor.worker.flow import IdleControl, OpenPosts, Slots
-from conveyor.worker.groups import GroupQueues
 from conveyor.worker.heartbeat import Heartbeat
-from conveyor.worker.job import Job, JobActions, Waiting, log_fields
+from conveyor.worker.job import Job, Waiting
 from conveyor.worker.metrics import WorkerMetrics
 from conveyor.worker.outage import AppOutage
 from conveyor.worker.partitions import (
@@ -80,8 +80,11 @@ from conveyor.worker.partitions import (
     RoutedBatcher,
     prepare_partitions,
 )
-from conveyor.worker.queues import WorkerQueues, prepare_worker_queue, send_to_dead_letter
+from conveyor.worker.queues import WorkerQueues, prepare_worker_queue
 from conveyor.worker.receiver import Receiver
+from conveyor.worker.retention import Retention
+from conveyor.worker.settlement import Settlement
+from conveyor.worker.steps import DeliverySteps
 
 log = logging.getLogger(__name__)
 
@@ -93,8 +96,6 @@ _ERROR_LOG_EVERY_S = 30.0
 # them keeps nothing from anyone. What bounds them (their memory, the visibility extensions
 # they need) is this many per slot.
 _HELD_PER_SLOT = 10
-# A dead-letter queue that refused a message's copy is tried again this much later.
-_DEAD_LETTER_RETRY_S = 10
 # With BatchSize, HttpConnections × BatchSize messages may be held: more receives at once
 # than this add connections to the queue server, not throughput.
 _MAX_POLLERS = 64
@@ -124,15 +125,11 @@ class Worker:
             config.idle_backoff_min, config.idle_backoff_max, self._rng))
         self._poll_errors = ErrorBackoff(self._rng)
         self._poll_error_logged_s = -math.inf
-        self._jobs: dict[str, Job] = {}
         self._fifo = self.queue_name.endswith(".fifo")  # SQS requires the suffix
-        self._groups: GroupQueues[Job] = GroupQueues()
-        self._waiting = Waiting(self._slots.capacity * _HELD_PER_SLOT)
         self._open = OpenPosts(ConcurrencyLimit(clock, config.http_connections,
                                                 adaptive=config.adaptive_concurrency),
                                self._slots, self.metrics, per_post=max(1, config.batch_size),
                                receive_batch=self._batch)
-        self._buffer: asyncio.Queue[Job | None] = asyncio.Queue()
         self._stopping = asyncio.Event()
         self._force = asyncio.Event()
         self.ready = asyncio.Event()
@@ -144,24 +141,29 @@ class Worker:
         self.partitions: Partitions | None = None  # with the Partitions option
         self._router: PartitionRouter | None = None
         self._deliverer = Deliverer(config, self.queue_name, clock=clock)
-        self._payloads = PayloadResolver.from_options(
-            config.payload_endpoint_url, config.payload_region or config.region,
-            config.payload_access_key, config.payload_bucket,
-            delete_after=config.delete_payloads)
         self._batches: BatchPoster | None = None  # BatchSize: several messages per POST
         self.attempts = AttemptLog(self.queue_name, clock=clock)  # each failure, logged and kept
         self._batch_dispatch: BatchDispatcher | None = None
-        # What the pieces that decide when (the batch dispatchers, the outage) may do.
-        self._actions = JobActions(admit=self._admit, post=self._post, settle=self._settle,
-                                   retry=self._retry, release=self._release,
-                                   dispatch=self._dispatch)
+        # Each delivery's steps: RetentionPeriod, claim-checked bodies, then the hooks given.
+        self._retention = Retention(config.retention_period, clock)
+        self.hooks: list[WorkerHook] = [
+            self._retention, PayloadStep.from_config(config),
+            *(make(config, self.queue_name, self.metrics.registry) for make in hooks)]
+        self._deliverer.use(self.hooks)
+        self._steps = DeliverySteps(self.hooks)
+        self.settlement = settlement = Settlement(
+            config, self.queue_name, metrics=self.metrics, clock=clock, rng=self._rng,
+            slots=self._slots, waiting=Waiting(self._slots.capacity * _HELD_PER_SLOT),
+            stopping=self._stopping, hooks=self.hooks, queues_of=self._queues_of,
+            attempts=self.attempts)
+        self._jobs = settlement.jobs  # every message the worker holds (read here, never changed)
+        self._buffer = settlement.buffer
         health_path = config.health_check_path
-        self._outage = AppOutage(
-            self._actions, jobs=self._jobs, waiting=self._waiting, metrics=self.metrics,
-            queue_name=self.queue_name, stopping=self._stopping, pause=self._pause,
-            receive_one=self._fetch_one, rng=self._rng, clock=clock,
+        settlement.outage = self._outage = AppOutage(
+            settlement, post=self._post, metrics=self.metrics, queue_name=self.queue_name,
+            stopping=self._stopping, pause=self._pause, receive_one=self._fetch_one,
+            rng=self._rng, clock=clock,
             healthy=(lambda: self._deliverer.healthy(health_path)) if health_path else None)
-        self.hooks = [make(config, self.queue_name, self.metrics.registry) for make in hooks]
 
     # -- life cycle -----------------------------------------------------------
 
@@ -247,17 +249,17 @@ class Worker:
             self._delete, self._change = deleter(url), changer(url)
         self._delete.start()
         self._change.start()
+        self.settlement.bind(sqs, self._delete, self._change)
         await self._deliverer.open()
         if self.config.batch_size:
             identities = queue_identities(lambda m: self._queues_of(m).queue_url, sqs.region)
             self._batches = BatchPoster(self._deliverer, self.queue_name, identities,
                                         fifo=self._fifo)
             self._batch_dispatch = BatchDispatcher(
-                self._batches, self.config.batch_size, self._actions,
-                buffer=self._buffer, slots=self._slots, open_posts=self._open,
-                groups=self._groups, past_retention=lambda m: self._expired_age_s(m) is not None,
-                payloads=self._payloads, metrics=self.metrics, queue_name=self.queue_name,
-                clock=clock)
+                self._batches, self.config.batch_size, self.settlement, post=self._post,
+                deliverer=self._deliverer, slots=self._slots, open_posts=self._open,
+                steps=self._steps,
+                past_retention=lambda m: self._retention.expired_age_s(m) is not None)
         for hook in self.hooks:
             await hook.start(sqs, url)
         self.presence = Presence(sqs, self.queue_name, self._announced_status, clock=clock,
@@ -283,7 +285,7 @@ class Worker:
         pollers = [asyncio.create_task(self._poll_loop(first=i == 0), name=f"poll-{i}")
                    for i in range(self._pollers)]
         heartbeats = Heartbeat(
-            self._jobs, self._change.submit, self._release,
+            self._jobs, self.settlement.change,
             visibility_timeout_s=self.config.visibility_timeout,
             request_limit_s=self.config.connect_timeout + self.config.inactivity_timeout,
             metrics=self.metrics, queue_name=self.queue_name, clock=clock)
@@ -309,13 +311,7 @@ class Worker:
         for task in pollers:
             task.cancel()
         await asyncio.gather(*pollers, return_exceptions=True)
-        while not self._buffer.empty():
-            job = self._buffer.get_nowait()
-            if job is not None:
-                self._release(job)
-        for job in list(self._jobs.values()):
-            if job.started_s is None:  # waiting behind its FIFO group, or for a retry
-                self._release(job)
+        self.settlement.release_unstarted()
         open_requests = sum(job.started_s is not None for job in self._jobs.values())
         log.info("draining: queue=%s open_requests=%d deadline=%ds", self.queue_name,
                  open_requests, self.config.drain_timeout)
@@ -328,15 +324,15 @@ class Worker:
         for task in pending:
             task.cancel()
         await asyncio.gather(*dispatchers, return_exceptions=True)
+        self.settlement.release_unstarted()  # what failed meanwhile (the app went down)
         heartbeat.cancel()
         await asyncio.gather(heartbeat, return_exceptions=True)
         await self._deliverer.close()
-        for hook in self.hooks:
-            await hook.close()
         assert self._delete is not None and self._change is not None
         await asyncio.gather(self._delete.close(10.0), self._change.close(10.0),
                              self.attempts.close(10.0))
-        await self._payloads.close()
+        for hook in self.hooks:  # after the last deletes: a stored body goes with each
+            await hook.close()
         if self.presence is not None:
             await self.presence.stop()
         log.info("worker stopped: queue=%s", self.queue_name)
@@ -354,7 +350,7 @@ class Worker:
             await self._idle.start_parked()
         while not self._stopping.is_set():
             await self._outage.wait_closed()  # no receiving while the app is unavailable
-            await self._waiting.room()
+            await self.settlement.waiting.room()
             await self._slots.take(self._batch)
             if self._stopping.is_set():  # a receive begun now could be cut off by the
                 self._slots.give(self._batch)  # drain, its messages hidden for their
@@ -376,26 +372,11 @@ class Worker:
             self._slots.give(self._batch - len(messages))
             self._poll_succeeded()
             if messages:
-                self._accept(messages, started)
+                self.settlement.accept(messages, started)
                 await asyncio.sleep(0)  # let the dispatchers start these POSTs before we
                 # spend CPU signing the next receive
             early = self.clock.monotonic_s() - started < received.wait_s / 2
             await self._idle.after_poll(len(messages), self._batch, early)
-
-    def _accept(self, messages: list[Message], received_s: float) -> None:
-        visible_until = received_s + self.config.visibility_timeout
-        now = self.clock.monotonic_s()
-        for message in messages:
-            job = Job(message, received_s, visible_until, accepted_s=now)
-            self._jobs[message.receipt_handle] = job
-            if self._fifo and message.group_id is not None:
-                job.group = message.group_id
-                if not self._groups.add(job.group, job):
-                    self._slots.give(1)
-                    self._waiting.add(job)  # takes no slot (see _HELD_PER_SLOT)
-                    continue
-            self._buffer.put_nowait(job)
-        self.metrics.received(len(messages))
 
     def _log_poll_error(self, exc: Exception) -> None:
         now = self.clock.monotonic_s()
@@ -423,7 +404,7 @@ class Worker:
             return
         if messages:
             self._slots.overdraw(1)
-            self._accept(messages, started)
+            self.settlement.accept(messages, started)
 
     # -- dispatching ----------------------------------------------------------
 
@@ -444,41 +425,25 @@ class Worker:
                 self._open.leave()
 
     async def _handle(self, job: Job) -> None:
-        if await self._admit(job):
+        if await self.settlement.admit(job):
             self.metrics.waited(self.clock.monotonic_s() - job.accepted_s)
-            await self._settle(job, await self._post(job))
-
-    async def _admit(self, job: Job) -> bool:
-        """True when the message is to be POSTed now; else it has been dealt with (dead-
-        lettered, expired, a duplicate scheduled run, held while the app is unavailable)."""
-        message = job.message
-        if job.exhausted:  # its copy to the dead-letter queue failed before: try again
-            await self._to_dead_letter(job, "MaxRetries")
-            return False
-        age_s = self._expired_age_s(message)
-        if age_s is not None:
-            await self._expire(job, age_s)
-            return False
-        if not await self._admitted_by_hooks(job):
-            return False
-        if self._outage.is_open:  # the app is unavailable: hold it, do not try it
-            self._outage.park(job)
-            return False
-        return True
+            await self.settlement.settle(job, await self._post(job))
 
     async def _post(self, job: Job) -> Outcome:
         """POST the message to the app (job.started_s says since when), within the
-        concurrency limit (adaptive.py); an offloaded body is fetched first, so the app
-        gets it and never the pointer."""
+        concurrency limit (adaptive.py); the hooks' steps prepare it first (an offloaded
+        body is fetched, so the app gets it and never the pointer)."""
         job.started_s = fetched_s = self.clock.monotonic_s()
         try:
-            message = await self._payloads.resolve(job.message)
-        except PayloadUnavailable as exc:
-            return Outcome(False, "payload-unavailable", self.clock.monotonic_s() - fetched_s,
+            message = await self._steps.prepare(job.message)
+        except Unavailable as exc:
+            return Outcome(False, exc.status, self.clock.monotonic_s() - fetched_s,
                            detail=str(exc))
         except asyncio.CancelledError:
-            self._release(job)
+            self.settlement.release(job)
             raise
+        invariants = self.settlement.invariants
+        invariants.posting([job], self.settlement.groups)
         started = self._open.posting()
         status = "cancelled"
         try:
@@ -489,220 +454,11 @@ class Worker:
             status = outcome.status
             return outcome
         except asyncio.CancelledError:
-            self._release(job)
+            self.settlement.release(job)
             raise
         finally:
             self._open.posted(started, status)
-
-    async def _settle(self, job: Job, outcome: Outcome) -> None:
-        """Act on a POST's outcome: delete, retry, or hold it while the app is unavailable."""
-        if not outcome.ok:  # every failed attempt, single or batched, is told here
-            self.attempts.failed(self._queues_of(job.message).queue_url, job.message, outcome)
-        if self._outage.hold_if_unavailable(job, outcome):
-            return
-        if outcome.ok:
-            self._done(job, outcome)
-        else:
-            await self._retry(job, outcome)
-
-    def _done(self, job: Job, outcome: Outcome) -> None:
-        message = job.message
-        self._delete_for_good(message)
-        self._finish(job)
-        self.metrics.succeeded(outcome.elapsed_s)
-        if log.isEnabledFor(logging.DEBUG):
-            log.debug("job done: queue=%s message=%s status=%s time=%.3fs", self.queue_name,
-                      message.message_id, outcome.status, outcome.elapsed_s,
-                      extra=self._fields(message, outcome="done", status=outcome.status))
-
-    async def _admitted_by_hooks(self, job: Job) -> bool:
-        """A message a hook refuses (periodic tasks: a scheduled job whose run another
-        message already carries) is deleted unposted; one it cannot judge yet (the run
-        ledger is unreachable) is retried later."""
-        try:
-            for hook in self.hooks:
-                if not await hook.before_delivery(job.message):
-                    self._submit_delete(job.message)
-                    self._finish(job)
-                    return False
-        except TryLater as exc:
-            await self._retry(job, Outcome(False, exc.reason, 0.0, detail=str(exc)))
-            return False
-        return True
-
-    def _expired_age_s(self, message: Message) -> float | None:
-        """The message's age when it is past RetentionPeriod, else None."""
-        age_s = self._age_s(message)
-        return age_s if age_s is not None and age_s > self.config.retention_period else None
-
-    def _age_s(self, message: Message) -> float | None:
-        """Seconds since the message was sent (SentTimestamp), as RetentionPeriod counts.
-
-        The server stamps SentTimestamp and ApproximateFirstReceiveTimestamp with one clock,
-        so their difference is a lower bound of the age that no skew between its clock and
-        this machine's can shrink; this machine's clock says how long it has been since."""
-        sent_ms = message.sent_ms
-        if sent_ms is None:
-            return None
-        age_s = (self.clock.now_ms() - sent_ms) / 1000
-        first_ms = message.first_receive_ms
-        if first_ms is not None:
-            age_s = max(age_s, (first_ms - sent_ms) / 1000)
-        return age_s
-
-    async def _expire(self, job: Job, age_s: float) -> None:
-        """RetentionPeriod is over: delete the message unposted (as Elastic Beanstalk does),
-        or with ExpiredToDeadLetter move it to the dead-letter queue."""
-        message = job.message
-        if (self.config.expired_to_dead_letter
-                and self._queues_of(message).dead_letter_url is not None):
-            if await self._to_dead_letter(job, f"RetentionPeriod, age {age_s:.0f}s"):
-                self.metrics.expired()
-            return
-        self._delete_for_good(message)
-        self._finish(job)
-        self.metrics.expired()
-        log.info("message expired, deleted unposted: queue=%s message=%s age=%.0fs "
-                 "RetentionPeriod=%ds", self.queue_name, message.message_id, age_s,
-                 self.config.retention_period,
-                 extra=self._fields(message, outcome="expired", age_s=round(age_s, 3)))
-
-    def _finish(self, job: Job) -> None:
-        """The daemon is done with this message; on a FIFO queue its group's next may go."""
-        self._jobs.pop(job.message.receipt_handle, None)
-        self._outage.forget(job)
-        self._waiting.discard(job)
-        if job.retry is not None:
-            job.retry.cancel()
-            job.retry = None
-        if job.group is None:
-            return
-        following = self._groups.remove(job.group, job)
-        if following is None:
-            return
-        if self._stopping.is_set():
-            if following.started_s is None:  # else at the app, in the same batch
-                self._release(following)  # and so, one by one, the rest of its group
-        else:
-            self._dispatch(following)
-
-    def _dispatch(self, job: Job) -> None:
-        """Hand a held message to the dispatchers now, ahead of the next receive."""
-        job.retry = None
-        if (job.released or job.message.receipt_handle not in self._jobs
-                or job.started_s is not None):  # at the app (in its group's batch)
-            return
-        self._waiting.discard(job)
-        self._slots.overdraw(1)
-        self._buffer.put_nowait(job)
-
-    def _holds_group(self, job: Job) -> bool:
-        """True when later messages of this one's FIFO group wait here behind it."""
-        return (job.group is not None and self._groups.behind(job.group) > 0
-                and not self._stopping.is_set())
-
-    def _delete_for_good(self, message: Message) -> None:
-        """Delete a message no copy of which lives on (done, or expired): its stored body
-        goes too, once the delete succeeded. A dead-letter copy keeps its body."""
-        deleted = self._submit_delete(message)
-        if self._payloads.cleans_up(message):  # most messages have no blob: no callback
-            deleted.add_done_callback(lambda f: self._payloads.after_delete(message, f.result()))
-
-    def _submit_delete(self, message: Message) -> asyncio.Future[str | None]:
-        assert self._delete is not None
-        future = self._delete.submit(message.message_id, message.receipt_handle)
-        future.add_done_callback(lambda f: self._deleted(message, f.result()))
-        return future
-
-    def _deleted(self, message: Message, refusal: str | None) -> None:
-        if refusal is not None:
-            log.warning("delete failed, the message will be delivered again: queue=%s "
-                        "message=%s code=%s", self.queue_name, message.message_id, refusal,
-                        extra=self._fields(message, outcome="delete-failed", code=refusal))
-
-    async def _retry(self, job: Job, outcome: Outcome, *, counted: bool = False) -> None:
-        """Try a failed message again after a back-off: SQS gives it back (or, once its
-        next receive would exceed maxReceiveCount, moves it to the dead-letter queue) -
-        unless later messages of its FIFO group wait here behind it (see the module's
-        docstring): then it is tried again, or dead-lettered, here."""
-        message, config = job.message, self.config
-        count = message.receive_count
-        limit = self._queues_of(message).max_receive_count
-        final = limit is not None and count >= limit
-        if final:
-            seconds = 0
-            self.metrics.dead_lettered()
-        elif outcome.retry_after_s is not None:
-            seconds = min(outcome.retry_after_s, MAX_VISIBILITY_S)
-        else:
-            seconds = failure_visibility(count, config.error_visibility_timeout,
-                                         config.max_error_visibility_timeout, self._rng)
-        if not counted:
-            self.metrics.failed(outcome.status, outcome.elapsed_s)
-        held = self._holds_group(job)
-        after = "moves to the dead-letter queue" if final else f"retry in {seconds}s"
-        if held:
-            after += f" (group {job.group}: {self._groups.behind(job.group or '')} behind it)"
-        detail = f" ({outcome.detail})" if outcome.detail else ""
-        log.warning("job failed: queue=%s message=%s status=%s time=%.3fs receive_count=%d "
-                    "%s%s", self.queue_name, message.message_id, outcome.status,
-                    outcome.elapsed_s, count, after, detail,
-                    extra=self._fields(message, outcome="dead-letter" if final else "retry",
-                                       status=outcome.status, receive_count=count,
-                                       retry_in_s=seconds))
-        if not held:
-            self._hand_back(job, seconds)
-        elif final:
-            job.exhausted = True
-            await self._to_dead_letter(job, "MaxRetries")
-        else:
-            # Tried again here, not received again: count the attempt as SQS would, for
-            # maxReceiveCount and for the app's X-Aws-Sqsd-Receive-Count.
-            message.attributes["ApproximateReceiveCount"] = str(count + 1)
-            self._hold(job, seconds)
-
-    def _hand_back(self, job: Job, seconds: int) -> None:
-        """Return a message to SQS, visible again after `seconds`."""
-        assert self._change is not None
-        self._finish(job)
-        self._change.submit(job.message.message_id, (job.message.receipt_handle, seconds))
-
-    def _hold(self, job: Job, seconds: float) -> None:
-        """Keep a message here (invisible, its group held back) and dispatch it again after
-        `seconds`."""
-        job.started_s = None
-        self._waiting.add(job)
-        job.retry = asyncio.get_running_loop().call_later(seconds, self._dispatch, job)
-
-    def _later(self, job: Job, seconds: int) -> None:
-        """Try again after `seconds`: here if its FIFO group waits behind it, else via SQS."""
-        if self._holds_group(job):
-            self._hold(job, seconds)
-        else:
-            self._hand_back(job, seconds)
-
-    async def _to_dead_letter(self, job: Job, reason: str) -> bool:
-        """Copy a message into the dead-letter queue, then delete it; True when done.
-        If the copy fails, the message is tried again later: nothing disappears."""
-        assert self._sqs is not None
-        message = job.message
-        dead_letter_url = self._queues_of(message).dead_letter_url
-        assert dead_letter_url is not None
-        try:
-            copy_id = await send_to_dead_letter(self._sqs, dead_letter_url, message)
-        except (SQSTransportError, SQSError) as exc:
-            log.warning("could not move to the dead-letter queue, trying again in %ds: "
-                        "queue=%s message=%s: %s", _DEAD_LETTER_RETRY_S, self.queue_name,
-                        message.message_id, exc)
-            self._later(job, _DEAD_LETTER_RETRY_S)
-            return False
-        self._submit_delete(message)
-        self._finish(job)
-        log.warning("moved to the dead-letter queue (%s): queue=%s message=%s "
-                    "dead_letter_message=%s", reason, self.queue_name, message.message_id,
-                    copy_id, extra=self._fields(message, outcome="dead-lettered",
-                                                dead_letter_message_id=copy_id))
-        return True
+            invariants.posted([job])
 
     def _queues_of(self, message: Message) -> WorkerQueues:
         """The queue a message came from, with its dead-letter queue: its partition's."""
@@ -710,21 +466,6 @@ class Worker:
         if self.partitions is None or self._router is None:
             return self.queues
         return self.partitions.of(self._router.url_of(message.receipt_handle))
-
-    def _release(self, job: Job) -> None:
-        """Hand a message back at once (visibility 0) so another worker can take it."""
-        assert self._change is not None
-        if job.released:
-            return
-        job.released = True
-        self._change.submit(job.message.message_id, (job.message.receipt_handle, 0))
-        self.metrics.released()
-        log.info("released: queue=%s message=%s", self.queue_name, job.message.message_id,
-                 extra=self._fields(job.message, outcome="released"))
-        self._finish(job)
-
-    def _fields(self, message: Message, **more: Any) -> dict[str, Any]:
-        return log_fields(self.queue_name, message, **more)
 
     # -- health ---------------------------------------------------------------
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from urllib.parse import urlsplit
@@ -10,7 +11,7 @@ from conveyor import __version__
 from conveyor.client import Message
 from conveyor.client.attempts import ANSWER_HEAD_BYTES
 from conveyor.clock import Clock
-from conveyor.cron.jobs import ATTR_PREFIX, ScheduledJob
+from conveyor.runtime.hooks import DeliveryRequest, WorkerHook
 from conveyor.worker import telemetry
 from conveyor.worker.backoff import parse_retry_after
 from conveyor.worker.config import WorkerConfig
@@ -62,8 +63,6 @@ def sqsd_headers(message: Message, queue_name: str, mime_type: str) -> dict[str,
     for name, value in message.message_attributes.items():
         data_type = str(value.get("DataType", ""))
         text = value.get("StringValue")
-        if name.startswith(ATTR_PREFIX):
-            continue  # a scheduled job's: sent as X-Aws-Sqsd-Taskname / -Scheduled-At
         if data_type.split(".", 1)[0] in _ATTR_TYPES and text is not None and _header_safe(text):
             headers[f"X-Aws-Sqsd-Attr-{name}"] = text
     return headers
@@ -91,6 +90,7 @@ class Deliverer:
         self._path = self._base_path + config.http_path
         self._client = AppClient(config.app_url, config.connect_timeout, clock=clock)
         self._timeout_s = config.inactivity_timeout
+        self._rewriters: list[WorkerHook] = []
 
     @property
     def path(self) -> str:
@@ -104,25 +104,36 @@ class Deliverer:
         """Close idle connections."""
         self._client.close()
 
-    @staticmethod
-    def goes_alone(message: Message) -> bool:
-        """A scheduled job goes to its own task's url, never in a batch."""
-        return ScheduledJob.from_message(message) is not None
+    def use(self, hooks: Sequence[WorkerHook]) -> None:
+        """The hooks that rewrite each request (WorkerHook.request), in order: only those
+        that override it, so that without any a POST costs nothing more."""
+        self._rewriters = [hook for hook in hooks
+                           if type(hook).request is not WorkerHook.request]
+
+    def request_for(self, message: Message) -> DeliveryRequest:
+        """The POST of `message`: sqsd's path, headers and body, as the hooks rewrite it."""
+        headers = sqsd_headers(message, self._queue_name, self._config.mime_type)
+        request = DeliveryRequest(self._path, headers, message.body.encode(),
+                                  base_path=self._base_path)
+        for hook in self._rewriters:
+            request = hook.request(message, request)
+        return request
+
+    def goes_alone(self, message: Message) -> bool:
+        """True for a message a hook sends alone (a scheduled job to its task's url),
+        never in a batch."""
+        return bool(self._rewriters) and self.request_for(message).alone
 
     async def deliver(self, message: Message) -> Outcome:
         """POST `message` to the app and report the outcome (never raises for app errors).
 
-        A scheduled job (periodic task) goes to its task's url with an empty body. With
+        The hooks may rewrite the request (a scheduled job goes to its task's url). With
         tracing on (telemetry.py) the POST is a span, and the app's parent."""
-        headers = sqsd_headers(message, self._queue_name, self._config.mime_type)
+        request = self.request_for(message)
+        headers = request.headers
         trace = trace_headers(message)
         headers.update(trace)
-        job = ScheduledJob.from_message(message)
-        if job is None:
-            path, body = self._path, message.body.encode()
-        else:
-            path, body = self._base_path + job.path, b""
-            headers.update(job.headers(message))
+        path = request.path
         attributes = {} if telemetry.tracer() is None else telemetry.messaging(  # for a span
             self._queue_name, "process", "process", **{
                 "messaging.message.id": message.message_id, "http.request.method": "POST",
@@ -130,7 +141,7 @@ class Deliverer:
         with telemetry.span("POST", "CLIENT", attributes, parent=trace) as span:
             if span is not None:
                 telemetry.inject(headers)
-            outcome, _answer = await self.post(path, headers, body,
+            outcome, _answer = await self.post(path, headers, request.body,
                                                keep_body_bytes=ANSWER_HEAD_BYTES)
             if span is not None:
                 telemetry.http_outcome(span, outcome.status, outcome.ok, outcome.detail)

@@ -49,6 +49,11 @@ class GroupQueues(Generic[T]):
         copying the whole group)."""
         return list(islice(self._groups.get(group) or (), 1, count + 1))
 
+    def first(self, group: str) -> T | None:
+        """The group's first message (the one that may be at the app), if any."""
+        waiting = self._groups.get(group)
+        return waiting[0] if waiting else None
+
     def behind(self, group: str) -> int:
         """How many messages wait behind the group's first."""
         waiting = self._groups.get(group)

@@ -3,10 +3,14 @@
 Every tick, each message whose visibility ends within half of VisibilityTimeout is
 - extended by VisibilityTimeout while its request is open (seed 003), up to
   ConnectTimeout + InactivityTimeout (`request_limit_s`);
-- released (visibility 0) when it is only buffered, about to reappear: let another take it;
-- extended when it waits here (FIFO: behind its group's first, or for a retry here; or held
-  while the app is unavailable): released, one would let SQS hand its group out again
-  behind the back of this worker, or cost a receive to each message of the group behind it.
+- extended when it is only buffered (every connection busy) or waits here (FIFO: behind its
+  group's first, or for a retry here; or held while the app is unavailable). Released, it
+  would be received again, and each receive counts towards maxReceiveCount: a message
+  would lose an attempt at the app to the worker's own pace (issue 34; settlement.py);
+  on a FIFO queue SQS would also hand its group out again behind this worker's back.
+
+A request open past ConnectTimeout + InactivityTimeout is not extended: it is over, and
+the message reappears when its visibility ends.
 """
 
 from __future__ import annotations
@@ -30,13 +34,11 @@ SubmitChange = Callable[[str, tuple[str, int]], asyncio.Future[str | None]]
 class Heartbeat:
     """One worker's heartbeats: `run()` as a task until cancelled."""
 
-    def __init__(self, jobs: Mapping[str, Job], change: SubmitChange,
-                 release: Callable[[Job], None], *, visibility_timeout_s: int,
-                 request_limit_s: float, metrics: WorkerMetrics, queue_name: str,
-                 clock: Clock) -> None:
-        self._jobs = jobs  # every message the worker holds, by receipt handle
+    def __init__(self, jobs: Mapping[str, Job], change: SubmitChange, *,
+                 visibility_timeout_s: int, request_limit_s: float, metrics: WorkerMetrics,
+                 queue_name: str, clock: Clock) -> None:
+        self._jobs = jobs  # every message the worker holds, by receipt handle (its owner's)
         self._change = change
-        self._release = release
         self._visibility_timeout_s = visibility_timeout_s
         self._request_limit_s = request_limit_s
         self._metrics = metrics
@@ -53,14 +55,12 @@ class Heartbeat:
             self.beat(self._clock.monotonic_s())
 
     def beat(self, now: float) -> None:
-        """One tick at monotonic time `now`: extend or release what is due."""
+        """One tick at monotonic time `now`: extend what is due."""
         margin_s = self._visibility_timeout_s / 2
         for job in list(self._jobs.values()):
             if job.extending or job.visible_until_s - now > margin_s:
                 continue
-            if job.started_s is None and job.group is None and not job.waiting:
-                self._release(job)  # buffered, about to reappear: let another take it
-            elif job.started_s is None or now - job.started_s < self._request_limit_s:
+            if job.started_s is None or now - job.started_s < self._request_limit_s:
                 self._extend(job, now)
 
     def _extend(self, job: Job, now: float) -> None:

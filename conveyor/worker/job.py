@@ -1,13 +1,11 @@
-"""A message the worker holds, and what the daemon does with one: the common ground of the
-daemon (daemon.py) and the pieces that decide when it acts (batch_dispatch.py, outage.py,
-heartbeat.py)."""
+"""A message the worker holds: what its owner (settlement.py) and the pieces that decide
+when it acts (batch_dispatch.py, outage.py, heartbeat.py) know of it."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from conveyor.client import Message
 from conveyor.worker.delivery import Outcome
@@ -54,24 +52,6 @@ class Waiting:
     async def room(self) -> None:
         """Wait until fewer than `capacity` messages wait here."""
         await self._slots.wait_free()
-
-
-class Retry(Protocol):
-    def __call__(self, job: Job, outcome: Outcome, *, counted: bool = False
-                 ) -> Awaitable[None]: ...
-
-
-@dataclass(frozen=True, slots=True)
-class JobActions:
-    """What the daemon does with one message, for the pieces that decide when: the Worker's
-    own methods (daemon.py says what each does)."""
-
-    admit: Callable[[Job], Awaitable[bool]]  # True: POST it now; else it was dealt with
-    post: Callable[[Job], Awaitable[Outcome]]  # POST it alone
-    settle: Callable[[Job, Outcome], Awaitable[None]]  # delete, retry or hold, by the outcome
-    retry: Retry  # after a failure (counted: the failure metric has it already)
-    release: Callable[[Job], None]  # hand it back at once (visibility 0)
-    dispatch: Callable[[Job], None]  # hand a held one to the dispatchers now
 
 
 def log_fields(queue_name: str, message: Message, **more: Any) -> dict[str, Any]:

@@ -3,16 +3,18 @@ breaker (breaker.py holds its state and says what each POST's outcome means).
 
 When the app is unavailable, each failure would cost a receive, and an outage of a few
 minutes would dead-letter every message the worker touched. So the breaker opens: no more
-receives (`wait_closed`); what the worker holds stays invisible and is tried again here,
-after a short back-off; after GRACE_S it is released (visibility 0) for other workers,
-except MAX_PROBES messages (and the FIFO groups behind them) kept to try the app with, by
-POST or after a passing HealthCheckPath. Once the app answers, the kept messages go to it
-first, and receiving resumes. A message released costs one receive per outage; one kept
-costs none.
+receives (`wait_closed`); what the worker holds stays invisible, its visibility extended by
+the heartbeats, and is tried again here after a short back-off, by POST or after a passing
+HealthCheckPath. Nothing is released while the app is unavailable: a message released
+would be received again (by this worker's polls still parked on the server, or by another
+worker's) and each receive counts towards maxReceiveCount, so an outage would spend the
+receives that MaxRetries gives the app's own failures (issue 34; settlement.py states the
+rule). What the parked polls still bring is held too. Once the app answers, what was held
+goes to it, in order, and receiving resumes.
 
-The daemon tells it each POST's outcome (`hold_if_unavailable`) and each message it is done
-with (`forget`), parks untried messages here while it is open (`park`), and stops it on
-drain (`stop`); it acts on messages through the daemon's JobActions.
+It acts on messages only through their owner (settlement.py): it tells the outage each
+POST's outcome (`hold_if_unavailable`) and each message it is done with (`forget`), parks
+untried messages here while it is open (`park`), and the daemon stops it on drain (`stop`).
 """
 
 from __future__ import annotations
@@ -20,12 +22,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 from conveyor.clock import Clock
-from conveyor.worker.breaker import GRACE_S, MAX_PROBES, Breaker, Verdict, verdict
+from conveyor.worker.breaker import Breaker, Verdict, verdict
 from conveyor.worker.delivery import Outcome
-from conveyor.worker.job import Job, JobActions, Waiting, log_fields
+from conveyor.worker.job import Job, Waiting, log_fields
 from conveyor.worker.metrics import WorkerMetrics
 
 # The daemon's logger: its lines read (and are filtered) as they did when this was daemon.py.
@@ -35,18 +38,32 @@ log = logging.getLogger("conveyor.worker.daemon")
 _REMIND_EVERY_S = 30.0
 
 
-class AppOutage:
-    """The breaker's handling for one worker: holds, releases after GRACE_S, probes, resumes."""
+class Owner(Protocol):
+    """What the outage asks of the owner of the messages' fates (settlement.py)."""
 
-    def __init__(self, actions: JobActions, *, jobs: Mapping[str, Job], waiting: Waiting,
+    waiting: Waiting
+
+    def attempted(self, job: Job, outcome: Outcome) -> None: ...
+
+    async def settle(self, job: Job, outcome: Outcome) -> None: ...
+
+    async def retry(self, job: Job, outcome: Outcome, *, counted: bool = False) -> None: ...
+
+    def dispatch(self, job: Job) -> None: ...
+
+
+class AppOutage:
+    """The breaker's handling for one worker: holds, probes, resumes."""
+
+    def __init__(self, owner: Owner, *, post: Callable[[Job], Awaitable[Outcome]],
                  metrics: WorkerMetrics, queue_name: str, stopping: asyncio.Event,
                  pause: Callable[[float], Awaitable[None]],
                  receive_one: Callable[[], Awaitable[None]],
                  healthy: Callable[[], Awaitable[bool]] | None, rng: random.Random,
                  clock: Clock) -> None:
-        self._actions = actions
-        self._jobs = jobs  # every message the worker holds, by receipt handle
-        self._waiting = waiting
+        self._owner = owner
+        self._post = post  # POST one message alone (the daemon's)
+        self._waiting = owner.waiting
         self._metrics = metrics
         self._queue_name = queue_name
         self._stopping = stopping
@@ -56,7 +73,6 @@ class AppOutage:
         self._clock = clock
         self._breaker: Breaker[Job] = Breaker(rng, clock)
         self._prober: asyncio.Task[None] | None = None
-        self._grace: asyncio.TimerHandle | None = None
 
     @property
     def is_open(self) -> bool:
@@ -81,45 +97,20 @@ class AppOutage:
         return False
 
     def park(self, job: Job) -> None:
-        """Hold a message not yet tried while the app is unavailable, or release it when
-        enough are held already (after GRACE_S)."""
-        breaker = self._breaker
-        if breaker.released and breaker.held >= MAX_PROBES:
-            self._actions.release(job)
-            return
+        """Hold a message not yet tried while the app is unavailable (one received by a
+        poll that was parked on the server when the breaker opened, too)."""
         self._waiting.add(job)
-        breaker.parked.append(job)
+        self._breaker.parked.append(job)
 
     def forget(self, job: Job) -> None:
         """The daemon is done with `job` (deleted, released...): hold it no more."""
         self._breaker.forget(job)
 
     async def stop(self) -> None:
-        """The worker drains: no more releases or probes (the drain hands everything back)."""
-        if self._grace is not None:
-            self._grace.cancel()
+        """The worker drains: no more probes (the drain hands everything back)."""
         if self._prober is not None:
             self._prober.cancel()
             await asyncio.gather(self._prober, return_exceptions=True)
-
-    def grace_over(self) -> None:
-        """GRACE_S after the breaker opened: release (visibility 0) what this worker holds,
-        so that other workers can take it, but MAX_PROBES messages to try the app with
-        and the FIFO groups waiting behind them (their order stays)."""
-        breaker = self._breaker
-        breaker.released = True
-        keep = (breaker.failed + breaker.parked)[:MAX_PROBES]
-        kept_groups = {job.group for job in keep if job.group is not None}
-        released = 0
-        for job in list(self._jobs.values()):
-            if (job.started_s is not None or job.exhausted or job.released
-                    or any(job is kept for kept in keep) or job.group in kept_groups):
-                continue
-            self._actions.release(job)
-            released += 1
-        log.warning("app still unavailable after %.0fs: queue=%s released=%d held=%d (to try "
-                    "the app with, FIFO groups behind them, open requests)", GRACE_S,
-                    self._queue_name, released, len(self._jobs))
 
     # -- opening ------------------------------------------------------------------------
 
@@ -133,11 +124,8 @@ class AppOutage:
         """Hold a message the app could not take, and open the breaker if it is closed."""
         self._metrics.failed(outcome.status, outcome.elapsed_s)
         self._hold_failed(job, outcome, front=False)
-        breaker = self._breaker
-        if breaker.open():
+        if self._breaker.open():
             self._opened(job, outcome)
-        elif breaker.released and breaker.held > MAX_PROBES:
-            self._actions.release(job)
 
     def _hold_failed(self, job: Job, outcome: Outcome, *, front: bool) -> None:
         job.started_s = None
@@ -156,8 +144,6 @@ class AppOutage:
                     job.message.message_id,
                     extra=log_fields(self._queue_name, job.message, outcome="app-unavailable",
                                      status=outcome.status))
-        loop = asyncio.get_running_loop()
-        self._grace = loop.call_later(GRACE_S, self.grace_over)
         self._prober = asyncio.create_task(self._probe_loop(), name="app-probe")
 
     # -- probing ------------------------------------------------------------------------
@@ -211,7 +197,7 @@ class AppOutage:
         self._close()
         for job in own:
             assert job.failure is not None
-            await self._actions.retry(job, job.failure, counted=True)
+            await self._owner.retry(job, job.failure, counted=True)
         return True
 
     async def _probe_job(self) -> Job | None:
@@ -233,15 +219,17 @@ class AppOutage:
         was_failed = any(job is failed for failed in breaker.failed)
         breaker.forget(job)
         self._waiting.discard(job)
-        outcome = await self._actions.post(job)
+        outcome = await self._post(job)
         seen = verdict(outcome)
+        if seen is not Verdict.ANSWERED:  # else settled below, which tells its owner
+            self._owner.attempted(job, outcome)
         if seen is Verdict.ANSWERED:
             breaker.answered()
             self._close()
-            await self._actions.settle(job, outcome)
+            await self._owner.settle(job, outcome)
             return True
         if seen is Verdict.NEUTRAL:  # no answer in time: the app is there, or hangs
-            await self._actions.retry(job, outcome)
+            await self._owner.retry(job, outcome)
             return False
         self._metrics.failed(outcome.status, outcome.elapsed_s)
         self._hold_failed(job, outcome, front=was_failed)
@@ -251,11 +239,9 @@ class AppOutage:
         """The app answers: send it what was held, in order, and receive again."""
         breaker = self._breaker
         failed, parked = breaker.close()
-        if self._grace is not None:
-            self._grace.cancel()
         self._metrics.app_available(True)
         log.warning("app answers again after %.1fs: queue=%s; receiving resumed, %d held "
                     "messages go to it now", self._clock.monotonic_s() - breaker.opened_s,
                     self._queue_name, len(failed) + len(parked))
         for job in failed + parked:
-            self._actions.dispatch(job)
+            self._owner.dispatch(job)

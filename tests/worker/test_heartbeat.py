@@ -26,7 +26,7 @@ VISIBILITY_S = 30
 REQUEST_LIMIT_S = 185.0  # ConnectTimeout 5 + InactivityTimeout 180
 
 
-def test_a_beat_extends_what_is_at_the_app_or_waits_here_and_releases_the_buffered(
+def test_a_beat_extends_what_is_at_the_app_waits_here_or_is_buffered(
         caplog: pytest.LogCaptureFixture) -> None:
     clock = ManualClock()
     t0 = clock.monotonic_s()
@@ -38,7 +38,8 @@ def test_a_beat_extends_what_is_at_the_app_or_waits_here_and_releases_the_buffer
         return made
 
     at_app = job("at-app", started_s=t0)
-    job("buffered")
+    job("buffered")  # every connection busy: extended, not released (issue 34: a release
+    # would cost it a receive, one attempt fewer at the app before maxReceiveCount)
     behind = job("behind", group="g", waiting=True)  # behind its FIFO group's first
     job("held", waiting=True)  # held while the app is unavailable
     job("hung", started_s=t0 - REQUEST_LIMIT_S)  # past InactivityTimeout: left to reappear
@@ -55,11 +56,7 @@ def test_a_beat_extends_what_is_at_the_app_or_waits_here_and_releases_the_buffer
             changes[message_id] = entry, asyncio.get_running_loop().create_future()
             return changes[message_id][1]
 
-        def release(released_job: Job) -> None:
-            released.append(released_job.message.message_id)
-            jobs.pop(released_job.message.receipt_handle)
-
-        heartbeat = Heartbeat(jobs, change, release, visibility_timeout_s=VISIBILITY_S,
+        heartbeat = Heartbeat(jobs, change, visibility_timeout_s=VISIBILITY_S,
                               request_limit_s=REQUEST_LIMIT_S, metrics=metrics,
                               queue_name="jobs", clock=clock)
         clock.advance(VISIBILITY_S / 2 - 1)  # not yet within half the visibility of its end
@@ -68,11 +65,12 @@ def test_a_beat_extends_what_is_at_the_app_or_waits_here_and_releases_the_buffer
         clock.advance(2)
         now = clock.monotonic_s()
         heartbeat.beat(now)
-        assert released == ["buffered"]
+        assert released == []
         assert {name: entry for name, (entry, _) in changes.items()} == {
-            name: (f"handle-{name}", VISIBILITY_S) for name in ("at-app", "behind", "held")}
+            name: (f"handle-{name}", VISIBILITY_S)
+            for name in ("at-app", "buffered", "behind", "held")}
         heartbeat.beat(now)  # an extension under way is not asked for again
-        assert sorted(asked) == ["at-app", "behind", "held"]
+        assert sorted(asked) == ["at-app", "behind", "buffered", "held"]
         changes["at-app"][1].set_result(None)
         changes["behind"][1].set_result("ReceiptHandleIsInvalid")
         await asyncio.sleep(0)  # the futures' callbacks run
