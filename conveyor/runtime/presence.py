@@ -88,6 +88,12 @@ class Presence:
         if self.enabled:
             await self._announce(self.request(GOODBYE_TTL_S))
 
+    async def announce_now(self) -> None:
+        """Tell the server the figures at once (best effort): a change of state an operator
+        should see now, not at the next announcement (a drain)."""
+        if self.enabled:
+            await self._announce(self.request(ANNOUNCE_EVERY_S + TTL_MARGIN_S))
+
     def for_poll(self, wait_s: float) -> dict[str, Any] | None:
         """The announcement a long poll of `wait_s` should carry, or None when none is due
         before it ends. It counts as made from now (the server records it before the poll

@@ -8,6 +8,10 @@ from typing import Protocol
 
 from conveyor.scale.protection import WorkerView
 
+# A worker's /health status while it serves its queue: "app-down" is a worker holding its
+# messages while its app does not answer (in service: another worker would not help).
+IN_SERVICE = ("ok", "app-down")
+
 
 @dataclass(frozen=True, slots=True)
 class ScaleResult:

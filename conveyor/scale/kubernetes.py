@@ -33,7 +33,7 @@ from typing import Any
 
 import aiohttp
 
-from conveyor.scale.actuator import ScaleResult
+from conveyor.scale.actuator import IN_SERVICE, ScaleResult
 from conveyor.scale.observe import worker_health
 from conveyor.scale.protection import WorkerView
 
@@ -231,7 +231,7 @@ def _ready(pod: dict[str, Any]) -> bool:
 
 def _pod_view(pod: dict[str, Any], report: dict[str, Any] | None) -> WorkerView:
     name = pod.get("metadata", {}).get("name", "?")
-    if report is None or report.get("status") != "ok":
+    if report is None or report.get("status") not in IN_SERVICE:
         state = "stopping" if report and report.get("status") in ("draining", "stopped") \
             else "starting"
         return WorkerView(name, state)

@@ -24,7 +24,7 @@ from pathlib import Path
 import aiohttp
 
 from conveyor._child import conveyor_command, conveyor_env
-from conveyor.scale.actuator import ScaleResult
+from conveyor.scale.actuator import IN_SERVICE, ScaleResult
 from conveyor.scale.observe import worker_health
 from conveyor.scale.protection import WorkerView, choose_to_stop
 
@@ -147,7 +147,7 @@ class LocalActuator:
 def _view(worker: LocalWorker, report: dict | None) -> WorkerView:
     if worker.stopping:
         state = "stopping"
-    elif report is not None and report.get("status") == "ok":
+    elif report is not None and report.get("status") in IN_SERVICE:
         state = "running"
     elif report is not None and report.get("status") in ("draining", "stopped"):
         state = "stopping"

@@ -67,7 +67,7 @@ from conveyor.worker.batch_delivery import BatchPoster, queue_identities
 from conveyor.worker.batch_dispatch import BatchDispatcher
 from conveyor.worker.batcher import Batcher
 from conveyor.worker.config import WorkerConfig
-from conveyor.worker.delivery import Deliverer, Outcome
+from conveyor.worker.delivery import Deliverer, Outcome, iso8601_utc
 from conveyor.worker.flow import IdleControl, OpenPosts, Slots
 from conveyor.worker.heartbeat import Heartbeat
 from conveyor.worker.job import Job, Waiting
@@ -112,7 +112,7 @@ class Worker:
         self.config = config
         self.queue_url = config.worker_queue_url
         self.queue_name = queue_name_from_url(config.worker_queue_url)
-        self.metrics = WorkerMetrics(self.queue_name)
+        self.metrics = WorkerMetrics(self.queue_name, clock)
         self.queues: WorkerQueues | None = None
         self.state = "starting"
         self.clock = clock = clock or Clock()  # every piece below reads this one
@@ -305,6 +305,8 @@ class Worker:
         """Stop receiving, release what has not started, let open requests finish up to
         DrainTimeout, release the rest with visibility 0, and flush every batch."""
         self.state = "draining"
+        if self.presence is not None:  # the console shows the drain as it starts
+            await self.presence.announce_now()
         for hook in self.hooks:  # e.g. the cron lease is handed over before the drain
             await hook.stop()
         await self._outage.stop()
@@ -471,22 +473,28 @@ class Worker:
 
     def _announced_status(self) -> dict[str, Any]:
         """What the server's console lists for this worker (presence.py)."""
-        return {**self.health()[1], "app": self.config.post_url, "version": __version__,
-                "failed": self.metrics.failures}
+        return {**self.health()[1], "app": self.config.post_url, "version": __version__}
 
     def health(self) -> tuple[bool, dict[str, Any]]:
         """(healthy, report) for /health."""
         reachable = self._poll_errors.failures == 0
         status = self.state if self.state != "running" or reachable else "queue-unreachable"
-        report = {"status": "ok" if status == "running" else status, "queue": self.queue_name,
+        down_since_s = self.metrics.app_down_since_s
+        shown = "ok" if status == "running" else status
+        if shown == "ok" and down_since_s is not None:  # alive, but its app does not answer
+            shown = "app-down"
+        report = {"status": shown, "queue": self.queue_name,
                   "pid": os.getpid(),  # lets a local scaler tell its own worker from another
                   "in_flight": sum(job.started_s is not None for job in self._jobs.values()),
                   "held": self._slots.capacity - self._slots.free,
                   "holding": len(self._jobs),  # received, not finished: busy for conveyor scale
                   "app_available": not self._outage.is_open,
+                "app_down_since": None if down_since_s is None else iso8601_utc(down_since_s),
+                "jobs_per_s": round(self.metrics.jobs_per_s(), 3),
                   "concurrency_limit": self._open.limit.current,
                   "processing_avg_s": self.metrics.processing_avg_s,
-                  "processed": self.metrics.processed}
+                  "processed": self.metrics.processed,  # jobs done, not attempts
+                "failed": self.metrics.failures}  # jobs dead-lettered or expired
         if isinstance(self.receiver, PartitionedReceiver):  # what each partition gave
             report["partitions"] = {name: {"received": count}
                                     for name, count in self.receiver.received.items()}

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from conveyor.clock import Clock
 
 if TYPE_CHECKING:
     from conveyor.worker.delivery import Outcome
@@ -16,12 +19,16 @@ _PROCESSING_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 
 
 _WAIT_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.25, 1, 5, 30)
 
+RATE_WINDOW_S = 60.0  # jobs a second are over the last minute: what is happening now
+
 
 class WorkerMetrics:
     """Counters, gauges and histograms named `conveyor_worker_*`, labelled by queue."""
 
-    def __init__(self, queue: str) -> None:
+    def __init__(self, queue: str, clock: Clock | None = None) -> None:
         self.registry = CollectorRegistry()
+        self._clock = clock or Clock()
+        self._finished_s: deque[float] = deque()  # when each job of the last minute ended
         self.queue = queue
         q = ("queue",)
         reg = self.registry
@@ -86,8 +93,22 @@ class WorkerMetrics:
                                   ("queue", "action", "outcome"), registry=reg)
         # For the autoscaler (conveyor/scale): a recent average, not the all-time one.
         self.processing_avg_s: float | None = None
-        self.processed = 0
-        self.failures = 0  # jobs the app failed, since start (announced to the console)
+        # Jobs, not attempts (a job retried three times is one): announced to the console.
+        self.processed = 0  # jobs the app accepted, since start
+        self.failures = 0  # jobs that ended failed (dead-lettered or expired), since start
+        self._jobs = Counter("conveyor_worker_jobs",
+                             "Jobs finished, by outcome: done (the app accepted it), "
+                             "dead_lettered (its last receive failed) or expired; each job "
+                             "once, whatever its attempts.", ("queue", "outcome"), registry=reg)
+        self._jobs_per_s = Gauge("conveyor_worker_jobs_per_second",
+                                 "Jobs finished a second over the last minute.", q,
+                                 registry=reg)
+        self._jobs_per_s.labels(queue).set_function(self.jobs_per_s)
+        self._app_down_since = Gauge(
+            "conveyor_worker_app_unavailable_since_seconds",
+            "When the app was found unavailable (Unix time), 0 while it answers.", q,
+            registry=reg)
+        self.app_down_since_s: float | None = None  # wall time the breaker opened
         self._processing_avg = Gauge("conveyor_worker_processing_seconds_avg",
                                      "Recent average time the app took per message (EWMA).",
                                      q, registry=reg)
@@ -101,24 +122,36 @@ class WorkerMetrics:
         self._partition_received.labels(self.queue, partition).inc(count)
 
     def succeeded(self, seconds: float) -> None:
-        """Count a success and observe its processing time."""
+        """Count a success (a job done) and observe its processing time."""
         self._succeeded.labels(self.queue).inc()
         self._processing.labels(self.queue).observe(seconds)
         self._average(seconds)
+        self.processed += 1
+        self._finished("done")
 
     def failed(self, status: str, seconds: float) -> None:
-        """Count a failure by HTTP status (or reason) and observe its processing time."""
+        """Count a failed attempt by HTTP status (or reason) and observe its processing
+        time; the job is not finished by it (dead_lettered says when it is)."""
         self._failed.labels(self.queue, status).inc()
-        self.failures += 1
         self._processing.labels(self.queue).observe(seconds)
         self._average(seconds)
+
+    def _finished(self, outcome: str) -> None:
+        self._jobs.labels(self.queue, outcome).inc()
+        self._finished_s.append(self._clock.monotonic_s())
+
+    def jobs_per_s(self) -> float:
+        """Jobs finished a second over the last minute (fewer seconds just after start)."""
+        now_s = self._clock.monotonic_s()
+        while self._finished_s and self._finished_s[0] < now_s - RATE_WINDOW_S:
+            self._finished_s.popleft()
+        return len(self._finished_s) / RATE_WINDOW_S
 
     def _average(self, seconds: float) -> None:
         """Exponentially weighted: about the last 20 jobs count."""
         previous = self.processing_avg_s
         self.processing_avg_s = seconds if previous is None else previous + (
             seconds - previous) / 20
-        self.processed += 1
         self._processing_avg.labels(self.queue).set(self.processing_avg_s)
 
     def waited(self, seconds: float) -> None:
@@ -140,12 +173,16 @@ class WorkerMetrics:
             self._unprocessed.labels(self.queue).inc(unprocessed)
 
     def dead_lettered(self) -> None:
-        """Count a final failure."""
+        """Count a final failure: the job ends failed."""
         self._dead_lettered.labels(self.queue).inc()
+        self.failures += 1
+        self._finished("dead_lettered")
 
     def expired(self) -> None:
-        """Count a message set aside unposted for RetentionPeriod."""
+        """Count a message set aside unposted for RetentionPeriod: the job ends failed."""
         self._expired.labels(self.queue).inc()
+        self.failures += 1
+        self._finished("expired")
 
     def released(self, count: int = 1) -> None:
         """Count messages released with visibility 0."""
@@ -154,6 +191,8 @@ class WorkerMetrics:
     def app_available(self, available: bool) -> None:
         """The circuit breaker closed (True) or opened (False)."""
         self._app_available.labels(self.queue).set(1 if available else 0)
+        self.app_down_since_s = None if available else self._clock.now_s()
+        self._app_down_since.labels(self.queue).set(self.app_down_since_s or 0)
         if not available:
             self._app_outages.labels(self.queue).inc()
 

@@ -75,27 +75,31 @@ async def _worker_table(v: Visit, workers: list[WorkerRecord], now_ms: int) -> s
         status = w.status
         average = status.get("processing_avg_s")
         processed = status.get("processed")
-        up_s = (w.last_seen_ms - w.first_seen_ms) / 1000
-        rate = (f"{processed / up_s:.2f}" if isinstance(processed, int) and up_s > 0 else "")
+        rate = status.get("jobs_per_s")  # over the worker's last minute
         app = escape(f"app: {status.get('app', '?')}")
+        state = escape(str(status.get("status", "?")))
+        if status.get("app_down_since"):
+            state += f' <span class="muted">since {escape(str(status["app_down_since"]))}</span>'
+
         rows.append([
             f'<span title="{app}">{escape(w.worker_id)}</span>',
             parts.queue_link(w.region, w.queue),
-            escape(str(status.get("status", "?"))), escape(str(status.get("in_flight", ""))),
-            escape(str(processed if processed is not None else "")), rate,
+            state, escape(str(status.get("in_flight", ""))),
+            escape(str(processed if processed is not None else "")),
+            f"{rate:.2f}" if isinstance(rate, int | float) else "",
             escape(str(status.get("failed", ""))),
             f"{average:.3f} s" if isinstance(average, int | float) else "",
             escape(str(status.get("version", ""))), parts.when(w.first_seen_ms, now_ms),
             _seen(w, now_ms), await _drain(v, w)])
     return "<h2>Workers</h2>" + parts.table(
-        ["Worker", "Queue", "State", "In flight", "Processed", "Jobs/s", "Failed",
+        ["Worker", "Queue", "State", "In flight", "Processed", "Jobs/s (1 min)", "Failed",
          "Average job", "Version", "Up since", "Last seen", ""], rows,
         numeric=(3, 4, 5, 6))
 
 
 async def _drain(v: Visit, worker: WorkerRecord) -> str:
     """A Drain button, for keys allowed DrainWorker, on a worker not already draining."""
-    if worker.status.get("status") != "ok" or not await v.may(
+    if worker.status.get("status") in ("draining", "stopped") or not await v.may(
             "DrainWorker", {"WorkerId": worker.worker_id}, worker.region):
         return ""
     return parts.form("drain-worker", v.csrf, {"region": worker.region,
