@@ -31,7 +31,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
-from typing import IO, Any, TypeVar
+from typing import IO, Any, Self, TypeVar
 
 import apsw
 import orjson
@@ -1047,36 +1047,9 @@ class _Claim:
         await self.change.__aexit__(kind, error, tb)
 
 
-class _Hold:
-    """`async with store.hold(queue, seqs) as held`: like _Claim, for visibility changes."""
-
-    __slots__ = ("store", "queue", "seqs", "change", "db", "found")
-
-    def __init__(self, store: SqliteStore, queue: QueueRecord, seqs: list[int]) -> None:
-        self.store, self.queue, self.seqs = store, queue, seqs
-        self.change = _Change(store)
-
-    async def __aenter__(self) -> _Hold:
-        self.db = await self.change.__aenter__()
-        try:
-            self.found = self.store._held_now(self.db, self.queue, self.seqs)
-        except BaseException as exc:
-            await self.change.__aexit__(type(exc), exc, exc.__traceback__)
-            raise
-        return self
-
-    async def set_visible_at(self, changes: list[tuple[int, int]]) -> None:
-        with _translated():
-            self.db.executemany("UPDATE messages SET visible_at=? WHERE seq=?",
-                                [(visible_at, seq) for seq, visible_at in changes])
-
-    async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                        tb: object) -> None:
-        await self.change.__aexit__(kind, error, tb)
-
-
-class _Amend:
-    """`async with store.amend(seqs) as amending`: like _Hold, for system attributes."""
+class _Rows:
+    """A write transaction over some messages, `found` (the rows still there to change)
+    read as it opens; _Hold and _Amend say which rows and how they change."""
 
     __slots__ = ("store", "seqs", "change", "db", "found")
 
@@ -1084,23 +1057,53 @@ class _Amend:
         self.store, self.seqs = store, seqs
         self.change = _Change(store)
 
-    async def __aenter__(self) -> _Amend:
+    def _find(self, db: apsw.Connection) -> Any:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
         self.db = await self.change.__aenter__()
         try:
-            self.found = self.store._amendable_now(self.db, self.seqs)
+            self.found = self._find(self.db)
         except BaseException as exc:
             await self.change.__aexit__(type(exc), exc, exc.__traceback__)
             raise
         return self
 
+    async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                        tb: object) -> None:
+        await self.change.__aexit__(kind, error, tb)
+
+
+class _Hold(_Rows):
+    """`async with store.hold(queue, seqs) as held`: like _Claim, for visibility changes."""
+
+    __slots__ = ("queue",)
+
+    def __init__(self, store: SqliteStore, queue: QueueRecord, seqs: list[int]) -> None:
+        super().__init__(store, seqs)
+        self.queue = queue
+
+    def _find(self, db: apsw.Connection) -> Any:
+        return self.store._held_now(db, self.queue, self.seqs)
+
+    async def set_visible_at(self, changes: list[tuple[int, int]]) -> None:
+        with _translated():
+            self.db.executemany("UPDATE messages SET visible_at=? WHERE seq=?",
+                                [(visible_at, seq) for seq, visible_at in changes])
+
+
+class _Amend(_Rows):
+    """`async with store.amend(seqs) as amending`: like _Hold, for system attributes."""
+
+    __slots__ = ()
+
+    def _find(self, db: apsw.Connection) -> Any:
+        return self.store._amendable_now(db, self.seqs)
+
     async def set_system(self, changes: list[tuple[int, str]]) -> None:
         with _translated():
             self.db.executemany("UPDATE messages SET system=? WHERE seq=?",
                                 [(system, seq) for seq, system in changes])
-
-    async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                        tb: object) -> None:
-        await self.change.__aexit__(kind, error, tb)
 
 
 @contextmanager

@@ -242,4 +242,4 @@ def test_the_console_shows_a_dead_letters_attempts(server: ServerProcess, raw: R
     section = page.split("<h2>Failed attempts</h2>", 1)[1]
     assert "http-500 (HTTP 500)" in section and "host:1:w" in section
     assert "&lt;b&gt;ZeroDivisionError&lt;/b&gt;" in section  # escaped, never markup
-    assert 'datetime="2026-11-30 00:53:20 UTC"' in section
+    assert 'datetime="2026-11-30T00:53:20Z"' in section  # ISO 8601, as HTML's datetime takes it
