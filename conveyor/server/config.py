@@ -56,6 +56,7 @@ _SETTINGS: dict[str, tuple[type | tuple[type, ...], str]] = {
     "port": (int, "a port number"),
     "data_dir": (str, "a directory"),
     "store": (str, "sqlite or a postgresql:// URL"),
+    "store_listen": (str, "a postgresql:// URL or poll"),
     "pool_size": (int, "a number of connections"),
     "mode": (str, "strict or relaxed"),
     "account_id": ((str, int), "an account id"),
