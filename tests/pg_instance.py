@@ -27,7 +27,7 @@ import pytest
 from tests.support import free_port
 
 
-def _bin_dir() -> Path | None:
+def postgres_bin_dir() -> Path | None:
     """The directory of initdb / pg_ctl: on PATH, else Debian's versioned directory."""
     found = shutil.which("initdb")
     if found:
@@ -38,7 +38,7 @@ def _bin_dir() -> Path | None:
 
 def _unavailable() -> str | None:
     """Why an instance cannot be made here, or None."""
-    if _bin_dir() is None:
+    if postgres_bin_dir() is None:
         return "initdb not found (install PostgreSQL's server package)"
     if os.geteuid() == 0:
         try:
@@ -64,7 +64,7 @@ class PostgresInstance:
     """initdb + pg_ctl on a temporary directory; `url` names its `postgres` database."""
 
     def __init__(self, settings: dict[str, str] | None = None) -> None:
-        bin_dir = _bin_dir()
+        bin_dir = postgres_bin_dir()
         assert bin_dir is not None, "call require_own_postgres() first"
         self.bin_dir = bin_dir
         self.port = free_port()

@@ -20,11 +20,13 @@ from urllib.parse import urlsplit
 from tests.support import free_port, unavailable
 
 READY_WITHIN_S = 15.0
+# Debian installs it in /usr/sbin, which a user's PATH may not hold.
+PGBOUNCER = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
 
 
 def require_pgbouncer() -> None:
     """Skip without pgbouncer on a developer's machine; fail in CI."""
-    if shutil.which("pgbouncer") is None:
+    if not os.access(PGBOUNCER, os.X_OK):
         unavailable("pgbouncer not found (apt-get install pgbouncer)")
     if os.geteuid() == 0:
         try:
@@ -72,7 +74,7 @@ logfile = {self.root}/pgbouncer.log
             entry = pwd.getpwnam("postgres")
             os.chown(self.root, entry.pw_uid, entry.pw_gid)
             user = {"user": entry.pw_uid, "group": entry.pw_gid}
-        self._proc = subprocess.Popen(["pgbouncer", str(self.root / "pgbouncer.ini")],
+        self._proc = subprocess.Popen([PGBOUNCER, str(self.root / "pgbouncer.ini")],
                                       stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
                                       **user)
         deadline = time.monotonic() + READY_WITHIN_S
