@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.netns import Namespace
 from tests.support import free_port
 
 
@@ -61,16 +62,22 @@ def require_own_postgres() -> None:
 
 
 class PostgresInstance:
-    """initdb + pg_ctl on a temporary directory; `url` names its `postgres` database."""
+    """initdb + pg_ctl on a temporary directory; `url` names its `postgres` database.
+    With `netns` it runs inside that network namespace, listening on all of its addresses
+    (its links' ends: multi_host_url's `via`); `url` then goes through its Unix socket,
+    which the namespace does not fence off."""
 
-    def __init__(self, settings: dict[str, str] | None = None) -> None:
+    def __init__(self, settings: dict[str, str] | None = None,
+                 netns: Namespace | None = None) -> None:
         bin_dir = postgres_bin_dir()
         assert bin_dir is not None, "call require_own_postgres() first"
         self.bin_dir = bin_dir
         self.port = free_port()
         self.root = Path(tempfile.mkdtemp(prefix="conveyor-pg-"))
         self.data = self.root / "data"
-        self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+        self.netns = netns
+        self.url = (f"postgresql://postgres@/postgres?host={self.root}&port={self.port}"
+                    if netns else f"postgresql://postgres@127.0.0.1:{self.port}/postgres")
         # Server settings given on its command line (`-c name=value`), beyond the defaults.
         self.settings = dict(settings or {})
         self._as_postgres = os.geteuid() == 0
@@ -82,6 +89,8 @@ class PostgresInstance:
         cmd = [str(self.bin_dir / tool), *args]
         if self._as_postgres:
             cmd = ["runuser", "-u", "postgres", "--", *cmd]
+        if self.netns:
+            cmd = [*self.netns.prefix(), *cmd]
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
         if done.returncode != 0:
             raise RuntimeError(f"{tool} {' '.join(args)} failed: {done.stdout}{done.stderr}")
@@ -90,12 +99,16 @@ class PostgresInstance:
         # --no-sync and fsync=off: the tests stop it cleanly (a checkpoint), never crash it.
         self._run("initdb", "-D", str(self.data), "-U", "postgres", "-A", "trust",
                   "--no-sync", "-E", "UTF8")
+        if self.netns:  # nodes connect over the namespace's links, not loopback
+            with (self.data / "pg_hba.conf").open("a") as hba:
+                hba.write("host all all 0.0.0.0/0 trust\n")
         return self.start()
 
     def start(self) -> PostgresInstance:
         # fsync=off even for the crash tests: `-m immediate` kills the server's processes,
         # not the machine, so what they wrote is in the kernel's cache all the same.
-        options = (f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1"
+        listen = "'*'" if self.netns else "127.0.0.1"
+        options = (f"-p {self.port} -k {self.root} -c listen_addresses={listen}"
                    " -c fsync=off" + "".join(f" -c {k}={v}" for k, v in self.settings.items()))
         self._run("pg_ctl", "-D", str(self.data), "-l", str(self.root / "server.log"),
                   "-o", options, "-w", "-t", "30", "start")
@@ -137,12 +150,12 @@ class PostgresInstance:
 
 
 @contextlib.contextmanager
-def own_pair(settings: dict[str, str] | None = None
+def own_pair(settings: dict[str, str] | None = None, netns: Namespace | None = None
              ) -> Iterator[tuple[PostgresInstance, PostgresInstance]]:
     """A primary and its streaming standby, both with `settings` (so that either keeps
-    them as the primary after a failover), for the block."""
+    them as the primary after a failover), in `netns` if given, for the block."""
     require_own_postgres()
-    primary, standby = PostgresInstance(settings), PostgresInstance(settings)
+    primary, standby = PostgresInstance(settings, netns), PostgresInstance(settings, netns)
     try:
         primary.create()
         standby.standby_of(primary)
@@ -152,9 +165,10 @@ def own_pair(settings: dict[str, str] | None = None
         primary.destroy()
 
 
-def multi_host_url(*instances: PostgresInstance, **params: str) -> str:
-    """One libpq URL naming every instance (`postgresql://u@h1:p1,h2:p2/db?...`)."""
-    hosts = ",".join(f"127.0.0.1:{i.port}" for i in instances)
+def multi_host_url(*instances: PostgresInstance, via: str = "127.0.0.1", **params: str) -> str:
+    """One libpq URL naming every instance (`postgresql://u@h1:p1,h2:p2/db?...`), reached
+    at address `via` (in a namespace: one of its links' ends)."""
+    hosts = ",".join(f"{via}:{i.port}" for i in instances)
     query = "&".join(f"{k}={v}" for k, v in params.items())
     return f"postgresql://postgres@{hosts}/postgres" + (f"?{query}" if query else "")
 

@@ -41,11 +41,34 @@ def produce(history: History, n: int, node: ServerProcess, url: str,
             history.failures.append(f"send entries failed: {answer['Failed']}")
 
 
+def produce_fifo(history: History, n: int, node: ServerProcess, url: str,
+                 stop: threading.Event) -> None:
+    """Group `g{n}`, bodies `g{n}:seq` in order (history.py), ten a call; a call that
+    failed is sent again as it was, deduplication ids and all, until acknowledged."""
+    sqs = client(node)
+    seq = 0
+    while not stop.is_set():
+        entries = [{"Id": str(i), "MessageBody": f"g{n}:{seq + i}", "MessageGroupId": f"g{n}",
+                    "MessageDeduplicationId": f"g{n}:{seq + i}"} for i in range(10)]
+        while not stop.is_set():
+            answer = history.call("send", n, _sent, sqs.send_message_batch, QueueUrl=url,
+                                  Entries=entries)
+            if answer is not None:
+                break
+            time.sleep(0.05)
+        else:
+            return
+        if answer.get("Failed"):
+            history.failures.append(f"send entries failed: {answer['Failed']}")
+        seq += 10
+
+
 def consume(history: History, n: int, node: ServerProcess, url: str,
-            stop: threading.Event) -> None:
+            stop: threading.Event, fifo: bool = False) -> None:
     sqs = client(node)
     while not stop.is_set():
         answer = history.call("receive", n, _got, sqs.receive_message, QueueUrl=url,
+                              bodies=_bodies if fifo else None,
                               MaxNumberOfMessages=10, WaitTimeSeconds=1,
                               VisibilityTimeout=int(history.visibility_timeout_s))
         if answer is None:
@@ -55,30 +78,47 @@ def consume(history: History, n: int, node: ServerProcess, url: str,
         if not messages:
             continue
         ids = {str(i): m["MessageId"] for i, m in enumerate(messages)}
-        history.call("delete", n, lambda a, ids=ids: [ids[e["Id"]] for e in a["Successful"]],
-                     sqs.delete_message_batch, QueueUrl=url, Entries=[
-                         {"Id": i, "ReceiptHandle": m["ReceiptHandle"]}
-                         for i, m in zip(ids, messages, strict=True)])
+        answer = history.call(
+            "delete", n, lambda a, ids=ids: [ids[e["Id"]] for e in a.get("Successful", [])],
+            sqs.delete_message_batch, QueueUrl=url, Entries=[
+                {"Id": i, "ReceiptHandle": m["ReceiptHandle"]}
+                for i, m in zip(ids, messages, strict=True)])
+        # An entry refused: not deleted. Recorded as "Code: reason", so that a receipt gone
+        # stale while its delete waited (refused on a FIFO queue, as SQS does) shows as such.
+        history.errors += [(n, f"{e['Code']}: {e.get('Message', '').rpartition('Reason: ')[2]}")
+                           for e in (answer or {}).get("Failed", [])]
 
 
 def _sent(answer: dict) -> list[str]:
-    return [e["MessageId"] for e in answer["Successful"]]
+    return [e["MessageId"] for e in answer.get("Successful", [])]
 
 
 def _got(answer: dict) -> list[str]:
     return [m["MessageId"] for m in answer.get("Messages", [])]
 
 
-class Load:
-    """A producer and a consumer on each node, on queue `url`, from `start` to `finish`."""
+def _bodies(answer: dict) -> list[str]:
+    return [m["Body"] for m in answer.get("Messages", [])]
 
-    def __init__(self, history: History, nodes: list[ServerProcess], url: str) -> None:
+
+class Load:
+    """A producer and a consumer on each node, on queue `url` (and on FIFO queue
+    `fifo_url` if given: a group per node), from `start` to `finish`."""
+
+    def __init__(self, history: History, nodes: list[ServerProcess], url: str,
+                 fifo_url: str | None = None) -> None:
         self.history, self.url = history, url
         self._producing, self._consuming = threading.Event(), threading.Event()
         self._producers = [guarded(history, lambda n=n, node=node: produce(
             history, n, node, url, self._producing)) for n, node in enumerate(nodes)]
         self._consumers = [guarded(history, lambda n=n, node=node: consume(
             history, n, node, url, self._consuming)) for n, node in enumerate(nodes)]
+        if fifo_url:
+            self._producers += [guarded(history, lambda n=n, node=node: produce_fifo(
+                history, n, node, fifo_url, self._producing)) for n, node in enumerate(nodes)]
+            self._consumers += [guarded(history, lambda n=n, node=node: consume(
+                history, n, node, fifo_url, self._consuming, fifo=True))
+                for n, node in enumerate(nodes)]
 
     def start(self) -> Load:
         for thread in self._producers + self._consumers:
