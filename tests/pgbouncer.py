@@ -89,6 +89,10 @@ logfile = {self.root}/pgbouncer.log
                     raise TimeoutError(f"pgbouncer did not listen: {self.log()}") from None
                 time.sleep(0.05)
 
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
     def log(self) -> str:
         path = self.root / "pgbouncer.log"
         return path.read_text(errors="replace") if path.exists() else ""
