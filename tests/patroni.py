@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import pwd
 import shutil
 import signal
 import subprocess
@@ -27,7 +26,13 @@ from typing import Any
 
 import yaml
 
-from tests.pg_instance import postgres_bin_dir
+from tests.pg_instance import (
+    as_postgres,
+    multi_host_url,
+    own_as_postgres,
+    postgres_bin_dir,
+    require_own_postgres,
+)
 from tests.support import free_port, unavailable
 
 RECIPE = Path(__file__).parents[1] / "deploy" / "patroni" / "patroni.yml"
@@ -40,22 +45,7 @@ def require_patroni() -> None:
     for tool, package in (("patroni", "patroni"), ("etcd", "etcd-server")):
         if shutil.which(tool) is None:
             unavailable(f"{tool} not found (apt-get install {package})")
-    if postgres_bin_dir() is None:
-        unavailable("initdb not found (install PostgreSQL's server package)")
-    if os.geteuid() == 0:
-        try:
-            pwd.getpwnam("postgres")
-        except KeyError:
-            unavailable("running as root and no `postgres` user to run PostgreSQL as")
-
-
-def _as_postgres() -> dict[str, Any]:
-    """Popen's arguments that run the child as postgres when we are root."""
-    if os.geteuid() != 0:
-        return {}
-    entry = pwd.getpwnam("postgres")
-    return {"user": entry.pw_uid, "group": entry.pw_gid,
-            "env": {**os.environ, "HOME": entry.pw_dir}}
+    require_own_postgres()
 
 
 def _stop(proc: subprocess.Popen, sig: int = signal.SIGTERM, wait_s: float = 30) -> None:
@@ -119,7 +109,7 @@ class Member:
     def start(self) -> Member:
         self._proc = subprocess.Popen(["patroni", str(self.config)],
                                       stdout=(self.root / f"{self.name}.log").open("ab"),
-                                      stderr=subprocess.STDOUT, **_as_postgres())
+                                      stderr=subprocess.STDOUT, **as_postgres())
         return self
 
     @property
@@ -157,9 +147,7 @@ class Cluster:
 
     def __init__(self) -> None:
         self.root = Path(tempfile.mkdtemp(prefix="conveyor-patroni-"))
-        if os.geteuid() == 0:
-            entry = pwd.getpwnam("postgres")
-            os.chown(self.root, entry.pw_uid, entry.pw_gid)
+        own_as_postgres(self.root)
         self.etcd = Etcd(self.root)
         self.nodes = [Member(self.root, f"db{n}", self.etcd.port) for n in (1, 2, 3)]
 
@@ -190,9 +178,7 @@ class Cluster:
 
     def url(self, **params: str) -> str:
         """One libpq URL naming every member."""
-        hosts = ",".join(f"127.0.0.1:{node.port}" for node in self.nodes)
-        query = "&".join(f"{k}={v}" for k, v in params.items())
-        return f"postgresql://postgres@{hosts}/postgres" + (f"?{query}" if query else "")
+        return multi_host_url(*self.nodes, **params)
 
     def logs(self) -> str:
         return "\n".join(f"--- {path.name}\n{path.read_text(errors='replace')[-3000:]}"

@@ -21,6 +21,7 @@ import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, Protocol
 
 import pytest
 
@@ -49,6 +50,24 @@ def _unavailable() -> str | None:
         if shutil.which("runuser") is None:
             return "running as root and runuser is missing"
     return None
+
+
+def as_postgres() -> dict[str, Any]:
+    """Popen's arguments that run a child as the `postgres` user when we are root (as
+    PostgreSQL, PgBouncer and Patroni must be: they refuse root), else none. The child
+    itself drops to it, so that its PID is the server's own."""
+    if os.geteuid() != 0:
+        return {}
+    entry = pwd.getpwnam("postgres")
+    return {"user": entry.pw_uid, "group": entry.pw_gid,
+            "env": {**os.environ, "HOME": entry.pw_dir}}
+
+
+def own_as_postgres(path: Path) -> None:
+    """Give `path` to the `postgres` user when we are root, for a child run as_postgres()."""
+    if os.geteuid() == 0:
+        entry = pwd.getpwnam("postgres")
+        os.chown(path, entry.pw_uid, entry.pw_gid)
 
 
 def require_own_postgres() -> None:
@@ -81,9 +100,7 @@ class PostgresInstance:
         # Server settings given on its command line (`-c name=value`), beyond the defaults.
         self.settings = dict(settings or {})
         self._as_postgres = os.geteuid() == 0
-        if self._as_postgres:
-            entry = pwd.getpwnam("postgres")
-            os.chown(self.root, entry.pw_uid, entry.pw_gid)
+        own_as_postgres(self.root)
 
     def _run(self, tool: str, *args: str) -> None:
         cmd = [str(self.bin_dir / tool), *args]
@@ -165,7 +182,11 @@ def own_pair(settings: dict[str, str] | None = None, netns: Namespace | None = N
         primary.destroy()
 
 
-def multi_host_url(*instances: PostgresInstance, via: str = "127.0.0.1", **params: str) -> str:
+class Listening(Protocol):
+    port: int  # PostgreSQL's, on the address given as `via`
+
+
+def multi_host_url(*instances: Listening, via: str = "127.0.0.1", **params: str) -> str:
     """One libpq URL naming every instance (`postgresql://u@h1:p1,h2:p2/db?...`), reached
     at address `via` (in a namespace: one of its links' ends)."""
     hosts = ",".join(f"{via}:{i.port}" for i in instances)

@@ -8,7 +8,6 @@ process (never the system's service) and stopped by its PID. As root it runs as 
 from __future__ import annotations
 
 import os
-import pwd
 import shutil
 import socket
 import subprocess
@@ -17,6 +16,7 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from tests.pg_instance import as_postgres, own_as_postgres, require_own_postgres
 from tests.support import free_port, unavailable
 
 READY_WITHIN_S = 15.0
@@ -28,11 +28,7 @@ def require_pgbouncer() -> None:
     """Skip without pgbouncer on a developer's machine; fail in CI."""
     if not os.access(PGBOUNCER, os.X_OK):
         unavailable("pgbouncer not found (apt-get install pgbouncer)")
-    if os.geteuid() == 0:
-        try:
-            pwd.getpwnam("postgres")
-        except KeyError:
-            unavailable("running as root and no `postgres` user (PgBouncer refuses root)")
+    require_own_postgres()  # the postgres user to run it as, when we are root
 
 
 class PgBouncer:
@@ -69,14 +65,10 @@ logfile = {self.root}/pgbouncer.log
         self._proc: subprocess.Popen | None = None
 
     def start(self) -> PgBouncer:
-        user: dict[str, int] = {}
-        if os.geteuid() == 0:  # the child itself drops to postgres: its PID is pgbouncer's
-            entry = pwd.getpwnam("postgres")
-            os.chown(self.root, entry.pw_uid, entry.pw_gid)
-            user = {"user": entry.pw_uid, "group": entry.pw_gid}
+        own_as_postgres(self.root)
         self._proc = subprocess.Popen([PGBOUNCER, str(self.root / "pgbouncer.ini")],
                                       stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
-                                      **user)
+                                      **as_postgres())
         deadline = time.monotonic() + READY_WITHIN_S
         while True:
             if self._proc.poll() is not None:

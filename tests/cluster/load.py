@@ -3,6 +3,8 @@ every operation in a History (history.py) for the checker to judge afterwards.""
 
 from __future__ import annotations
 
+import json
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -159,3 +161,13 @@ def recovery_s(history: History, since: float, node: int) -> float:
     reach the primary; an empty receive may not need to)."""
     after = [op.end for op in history.of("send") if op.node == node and op.start >= since]
     return min(after, default=float("inf")) - since
+
+
+def write_report(variable: str, report: dict) -> None:
+    """Print a run's figures; append them as a JSON line to the file the environment
+    variable `variable` names, if set (for bench/reporting_tests.py)."""
+    path = os.environ.get(variable)
+    if path:
+        with open(path, "a") as out:
+            out.write(json.dumps(report) + "\n")
+    print(json.dumps(report))

@@ -14,7 +14,6 @@ CONVEYOR_FAILOVER_REPORT=path writes the figures (bench/failover_bench.py reads 
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
 import time
@@ -24,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from tests.cluster.history import History, Verdict, check
-from tests.cluster.load import Load, client, queued, recovery_s
+from tests.cluster.load import Load, client, queued, recovery_s, write_report
 from tests.cluster.nemesis import Nemesis
 from tests.pg_instance import multi_host_url, own_pair
 from tests.support import LongPoll, ServerProcess
@@ -108,21 +107,13 @@ def _report(nemesis: Nemesis, history: History, verdict: Verdict, nodes: int) ->
     }
 
 
-def _write_report(report: dict) -> None:
-    path = os.environ.get("CONVEYOR_FAILOVER_REPORT")
-    if path:
-        with open(path, "a") as out:
-            out.write(json.dumps(report) + "\n")
-    print(json.dumps(report))
-
-
 def test_failovers_under_load_lose_nothing_acknowledged(
         cluster: tuple[Nemesis, list[ServerProcess]]) -> None:
     nemesis, nodes = cluster
     failovers = _failovers() if nemesis.sync else ASYNC_FAILOVERS
     history, verdict = _run(nemesis, nodes, failovers)
     report = _report(nemesis, history, verdict, len(nodes))
-    _write_report(report)
+    write_report("CONVEYOR_FAILOVER_REPORT", report)
 
     assert not history.failures, history.failures
     assert set(code for _, code in history.errors) <= PASSING, history.errors

@@ -9,6 +9,7 @@ acknowledged delete undone, FIFO order per group, FIFO deduplication of retried 
 A cut node answers ServiceUnavailable (or, caught on the cut link, nothing in time) and
 serves again once healed, on whichever server is the primary then; the other node serves
 on throughout. ROUNDS rounds (LONG_ROUNDS with CONVEYOR_LONG_TESTS=1).
+CONVEYOR_PARTITION_REPORT=path writes the figures (bench/ha_bench.py reads them).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from tests.cluster.history import History, check
-from tests.cluster.load import Load, client, queued
+from tests.cluster.load import Load, client, queued, write_report
 from tests.cluster.nemesis import Nemesis
 from tests.netns import Link, Namespace, require_netns
 from tests.pg_instance import multi_host_url, own_pair
@@ -122,6 +123,16 @@ def test_partitions_between_nodes_and_the_database_lose_nothing_acknowledged(
     finally:
         load.finish(DRAIN_S)
     verdict = check(history, queued(nodes[0], url) | queued(nodes[0], fifo))
+    write_report("CONVEYOR_PARTITION_REPORT", {
+        "cuts": len(cuts), "failovers_while_cut": sum(c.failed_over for c in cuts),
+        "acknowledged": verdict.acknowledged, "lost": len(verdict.lost),
+        "deletes_undone": len(verdict.undone), "fifo_out_of_order": len(verdict.out_of_order),
+        "fifo_duplicated": len(verdict.duplicated),
+        # Sends the other node acknowledged while one was cut off: it served on.
+        "acknowledged_by_the_other_while_cut": sum(
+            len(op.ids) for c in cuts for op in history.of("send")
+            if op.node != c.node and c.cut <= op.start and op.end <= c.healed),
+        "errors": sorted({code for _, code in history.errors})})
 
     assert not history.failures, history.failures
     assert {code for _, code in history.errors} <= PASSING, set(history.errors)

@@ -11,7 +11,6 @@ as a standby before the next leader dies). CONVEYOR_PATRONI_REPORT=path writes t
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Iterator
@@ -20,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.cluster.history import History, check
-from tests.cluster.load import Load, client, queued, recovery_s
+from tests.cluster.load import Load, client, queued, recovery_s, write_report
 from tests.patroni import Cluster, patroni_cluster
 from tests.support import LongPoll, ServerProcess
 
@@ -100,11 +99,7 @@ def test_a_node_follows_patroni_failovers_losing_nothing_acknowledged(
                                     for f in failovers),
         "errors": sorted({code for _, code in history.errors}),
     }
-    path = os.environ.get("CONVEYOR_PATRONI_REPORT")
-    if path:
-        with open(path, "a") as out:
-            out.write(json.dumps(report) + "\n")
-    print(json.dumps(report))
+    write_report("CONVEYOR_PATRONI_REPORT", report)
 
     assert not history.failures, history.failures
     assert {code for _, code in history.errors} <= PASSING, history.errors

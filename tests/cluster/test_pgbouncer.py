@@ -9,6 +9,7 @@ on one would be found missing, or found by another client, at once."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections.abc import Iterator
@@ -46,13 +47,20 @@ def bouncer() -> Iterator[tuple[PgBouncer, str]]:
         pooler.stop()
 
 
-def _nodes(tmp_path: Path, store: str, listen: str, count: int) -> list[ServerProcess]:
-    return [ServerProcess(tmp_path / str(n), "--store", store, "--store-listen", listen,
-                          "--pool-size", "8", "--mode", "relaxed").start()
-            for n in range(count)]
-
-
-def _clean(nodes: list[ServerProcess], pooler: PgBouncer) -> None:
+@contextlib.contextmanager
+def _nodes(tmp_path: Path, pooler: PgBouncer, store: str, listen: str
+           ) -> Iterator[list[ServerProcess]]:
+    """Two nodes behind `pooler` for the block; then stopped, and their logs (and the
+    pooler's) free of tracebacks, 500s and prepared statements gone astray."""
+    nodes: list[ServerProcess] = []
+    try:
+        for n in range(2):
+            nodes.append(ServerProcess(tmp_path / str(n), "--store", store, "--store-listen",
+                                       listen, "--pool-size", "8", "--mode", "relaxed").start())
+        yield nodes
+    finally:
+        for node in nodes:
+            node.stop()
     for node in nodes:
         log = node.log()
         assert "Traceback" not in log, log
@@ -65,8 +73,8 @@ def _clean(nodes: list[ServerProcess], pooler: PgBouncer) -> None:
 def test_two_nodes_behind_one_pgbouncer_serve_and_wake_each_others_long_polls(
         bouncer: tuple[PgBouncer, str], tmp_path: Path, listen: str) -> None:
     pooler, store = bouncer
-    nodes = _nodes(tmp_path, store, POSTGRES_URL if listen == "direct" else "poll", 2)
-    try:
+    with _nodes(tmp_path, pooler, store, POSTGRES_URL if listen == "direct" else "poll"
+                ) as nodes:
         a, b = (sqs_client(node.url) for node in nodes)
         url = a.create_queue(QueueName="jobs")["QueueUrl"]
         # A long poll on one node, woken by a send on the other: by the notification over
@@ -95,10 +103,6 @@ def test_two_nodes_behind_one_pgbouncer_serve_and_wake_each_others_long_polls(
             {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(got)])
         rest = a.receive_message(QueueUrl=fifo, MaxNumberOfMessages=10)["Messages"]
         assert [m["Body"] for m in rest] == ["2", "3", "4"]
-    finally:
-        for node in nodes:
-            node.stop()
-    _clean(nodes, pooler)
 
 
 def test_concurrent_clients_through_a_small_pool_lose_nothing(
@@ -106,11 +110,10 @@ def test_concurrent_clients_through_a_small_pool_lose_nothing(
     """Many clients on two nodes over two server sessions: every acknowledged send is
     received once deleted, none twice; no statement meets another's session state."""
     pooler, store = bouncer
-    nodes = _nodes(tmp_path, store, POSTGRES_URL, 2)
     sent: list[str] = []
     received: list[str] = []
     failures: list[str] = []
-    try:
+    with _nodes(tmp_path, pooler, store, POSTGRES_URL) as nodes:
         url = sqs_client(nodes[0].url).create_queue(QueueName="load")["QueueUrl"]
 
         def produce(n: int) -> None:
@@ -152,10 +155,6 @@ def test_concurrent_clients_through_a_small_pool_lose_nothing(
         assert not failures, failures
         assert len(sent) == CLIENTS * PER_CLIENT
         assert sorted(received) == sorted(sent)  # each once: deleted after its receive
-    finally:
-        for node in nodes:
-            node.stop()
-    _clean(nodes, pooler)
 
 
 def test_a_schema_the_pooler_does_not_set_stops_the_node_with_the_fix(
