@@ -26,24 +26,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import asyncpg
 import peers
 import procstat
-from cluster_bench import PG_URL
+from cluster_bench import PG_URL, _sql
 from pipeline import PipelineConfig, run_pipeline
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.pgbouncer import PgBouncer  # noqa: E402 - the test suite's, on the path just above
 
 CONFIGS = ("direct", "pgbouncer")
-
-
-async def _sql(statement: str) -> None:
-    conn = await asyncpg.connect(PG_URL)
-    try:
-        await conn.execute(statement)
-    finally:
-        await conn.close()
 
 
 def measure(config: str, duration_s: float, warmup_s: float, log_dir: Path) -> dict[str, Any]:
