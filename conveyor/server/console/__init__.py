@@ -11,8 +11,9 @@ store so every node agrees), send, purge, delete, edit its attributes, redrive p
 tags, redrive its dead letters with live progress, its messages a page at a time or
 searched (looked at, never received), deleted (by receipt, or by the service's
 console-only drop when none names them) or moved, a selection at a time, to another queue
-or back where dead letters came from; `.../messages/<id>` shows one message whole, and
-for a dead letter why it died. Pages update their live parts every few seconds
+or back where dead letters came from, or everything matching a search at once
+(`.../bulk`: bulk.py); `.../messages/<id>` shows one message whole, and for a dead letter
+why it died. Pages update their live parts every few seconds
 (static/console.js).
 
 A server that checks signatures (access keys configured) first sends a browser to
@@ -41,7 +42,7 @@ from urllib.parse import unquote
 
 from conveyor import __version__
 from conveyor.server.access import AccessKey
-from conveyor.server.console import auth
+from conveyor.server.console import auth, bulk
 from conveyor.server.console.actions import Action, Actions
 from conveyor.server.console.auth import CSRF_COOKIE, CSRF_FIELD, SIGN_IN, Session
 from conveyor.server.console.calls import Calls, Observe, Operator
@@ -86,12 +87,13 @@ class Console:
                                 count_sign_in)
         self.calls = Calls(service, observe)
         self.overview = Overview(service)
-        self.queue_page = QueuePage(service)
+        self.jobs = bulk.Jobs()
+        self.queue_page = QueuePage(service, self.jobs)
         # Every POST /console/<name>. Add buttons' actions here: _post guards them all, and
         # a page with a form embeds the token of self.auth.form_token(req, session).
         self.actions: dict[str, Action] = {
             "sign-in": self.auth.sign_in, "sign-out": self.auth.sign_out,
-            **Actions(service, self.calls, account_id, self.operator).table()}
+            **Actions(service, self.calls, account_id, self.operator, self.jobs).table()}
 
     def operator(self, session: Session | None) -> Operator:
         """Who acts: the session's access key (None without keys: an open console)."""
@@ -128,6 +130,8 @@ class Console:
             if len(parts) >= 3 and parts[0] == "queues" and parts[1] and plain_name(parts[1]):
                 if len(parts) == 3:
                     return await self.queue_page.page(v, parts[1], parts[2])
+                if len(parts) == 4 and parts[3] == "bulk":
+                    return await self.queue_page.bulk(v, parts[1], parts[2])
                 if len(parts) == 5 and parts[3] == "messages":
                     return await self.queue_page.message(v, parts[1], parts[2], parts[4])
         except StoreError as exc:

@@ -49,15 +49,13 @@ async def section(service: Service, v: Visit, queue: QueueRecord, counts: Counts
     failing = v.query.get("view") == FAILING
     if failing:  # the messages whose last recorded attempt failed, with why
         scanned = await service.peek(queue, SCAN_LIMIT)
-        shown = [p for p in scanned if attempts(p[0])
-                 and (not wanted or _matches(p[0], wanted) or wanted in _last_failure(p[0]))
-                 ][:PAGE_SIZE]
+        shown = [p for p in scanned if selects(p[0], wanted, failing)][:PAGE_SIZE]
         note = (f"{len(shown)}{'+' if len(shown) == PAGE_SIZE else ''} failing (their last "
                 f"recorded attempt failed){' and matching' if wanted else ''} among the "
                 f"next {len(scanned):,} of {total:,} messages.")
     elif wanted:
         scanned = await service.peek(queue, SCAN_LIMIT)
-        shown = [p for p in scanned if _matches(p[0], wanted)][:PAGE_SIZE]
+        shown = [p for p in scanned if selects(p[0], wanted, False)][:PAGE_SIZE]
         if not shown and len(scanned) == SCAN_LIMIT:  # an exact id, deeper
             deep = await service.find_message(queue, wanted)
             if deep is not None:
@@ -84,10 +82,25 @@ async def section(service: Service, v: Visit, queue: QueueRecord, counts: Counts
             note += (f" Page {asked:,} cannot be opened by number: numbers reach page "
                      f"{page:,}; follow next → from there to go deeper.")
     html = [_search_bar(v, queue, wanted, page, total, shown, failing), parts.muted(note)]
+    if (wanted or failing) and (can_delete or can_move):
+        every = parts.bulk_path(queue.region, queue.name, search=wanted,
+                                view=FAILING if failing else "")
+        html.append(f'<p><a href="{escape(every)}">Act on everything matching →</a> '
+                    '<span class="muted">(delete, move or redrive, counted through the '
+                    "whole queue)</span></p>")
     if shown:
         html.append(_table(v, queue, shown, service.clock.now_ms(), can_delete, can_move,
                            failing))
     return f'<section id="messages" data-live>{"".join(html)}</section>'
+
+
+def selects(m: StoredMessage, wanted: str, failing: bool) -> bool:
+    """Whether the filter (a search, the failing view, or both) takes message `m`: the
+    one test of the page's list and of the bulk actions on everything matching."""
+    if failing:
+        return bool(attempts(m)) and (not wanted or _matches(m, wanted)
+                                      or wanted in _last_failure(m))
+    return _matches(m, wanted)
 
 
 def _matches(m: StoredMessage, wanted: str) -> bool:

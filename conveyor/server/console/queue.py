@@ -8,7 +8,7 @@ from html import escape
 
 import orjson
 
-from conveyor.server.console import charts, forms, messages, parts
+from conveyor.server.console import bulk, charts, forms, messages, parts
 from conveyor.server.console.frame import PREFIX, render
 from conveyor.server.console.visit import Visit
 from conveyor.server.http import Response
@@ -19,8 +19,9 @@ MOVE_TASKS_SHOWN = 10  # ListMessageMoveTasks' most
 
 
 class QueuePage:
-    def __init__(self, service: Service) -> None:
+    def __init__(self, service: Service, jobs: bulk.Jobs) -> None:
         self.service = service
+        self.jobs = jobs
 
     async def page(self, v: Visit, region: str, name: str) -> Response:
         ctx = v.ctx(region)
@@ -53,12 +54,11 @@ class QueuePage:
                 f"Come from: {parts.sources_cell(region, source_names)}</p>"]
         if source_names:
             body.append(await self._redrive_form(v, ctx, queue, source_names))
-        body.append(await _tasks(v, ctx, tasks["Results"], self.service.clock.now_ms()))
+        body.append(await _tasks(v, ctx, tasks["Results"], self.service.clock.now_ms(),
+                                 self.jobs.of(region, name)))
         body.append("<h2>Messages</h2>")
         if await v.may("ReceiveMessage", {"QueueUrl": name}, region):
-            can_delete = await v.may("DeleteMessage", {"QueueUrl": name}, region)
-            can_move = await v.may("StartMessageMoveTask", {"SourceArn": ctx.queue_arn(name)},
-                             region)
+            can_delete, can_move = await _may_change(v, ctx, name)
             body.append(await messages.section(self.service, v, queue, counts, can_delete,
                                                can_move))
         else:
@@ -82,6 +82,18 @@ class QueuePage:
             return _not_found(v, error.message)
         can_delete = await v.may("DeleteMessage", {"QueueUrl": name}, region)
         return await messages.page(self.service, v, queue, message_id, can_delete)
+
+    async def bulk(self, v: Visit, region: str, name: str) -> Response:
+        """Everything matching the list's filter: counted, and acted on once confirmed."""
+        if not await v.may("ReceiveMessage", {"QueueUrl": name}, region):
+            return _not_found(v, "Your access key may not look at this queue's messages.")
+        ctx = v.ctx(region)
+        try:
+            queue = await self.service.queue(ctx, name)
+        except SqsError as error:
+            return _not_found(v, error.message)
+        can_delete, can_move = await _may_change(v, ctx, name)
+        return await bulk.page(self.service, v, queue, can_delete, can_move)
 
     async def _actions(self, v: Visit, ctx: RequestContext, queue: QueueRecord) -> str:
         fields = {"region": queue.region, "queue": queue.name}
@@ -118,6 +130,13 @@ class QueuePage:
             '<label>at most <input name="rate" inputmode="numeric" pattern="[0-9]*" '
             'placeholder="500" aria-label="messages per second"> messages/s</label>'
             "<button>Start redrive</button></div>"))
+
+
+async def _may_change(v: Visit, ctx: RequestContext, name: str) -> tuple[bool, bool]:
+    """Whether the key may delete the queue's messages, and move them elsewhere."""
+    return (await v.may("DeleteMessage", {"QueueUrl": name}, ctx.region),
+            await v.may("StartMessageMoveTask", {"SourceArn": ctx.queue_arn(name)},
+                        ctx.region))
 
 
 async def _edit_form(v: Visit, queue: QueueRecord) -> str:
@@ -178,9 +197,16 @@ def _counts(counts: Counts) -> str:
                        numeric=(0, 1, 2))
 
 
-async def _tasks(v: Visit, ctx: RequestContext, tasks: list[dict], now_ms: int) -> str:
-    if not tasks:
+async def _tasks(v: Visit, ctx: RequestContext, tasks: list[dict], now_ms: int,
+                 jobs: list[bulk.Job]) -> str:
+    """The queue's move tasks (redrive all) and this node's bulk jobs, with progress."""
+    if not tasks and not jobs:
         return '<section id="tasks" data-live></section>'
+    done = ("<h2>Bulk actions</h2>" + parts.table(
+        ["Status", "Done", "What", "Started", "Destination", "Failure"],
+        bulk.rows(jobs, now_ms))) if jobs else ""
+    if not tasks:
+        return f'<section id="tasks" data-live>{done}</section>'
     rows = []
     for t in tasks:
         moved = t["ApproximateNumberOfMessagesMoved"]
@@ -202,7 +228,8 @@ async def _tasks(v: Visit, ctx: RequestContext, tasks: list[dict], now_ms: int) 
                      escape(t.get("FailureReason", "")), cancel])
     table = parts.table(["Status", "Moved", "Rate (messages/s)", "Started", "Destination",
                          "Failure", ""], rows)
-    return f'<section id="tasks" data-live><h2>Message move tasks</h2>{table}</section>'
+    return (f'<section id="tasks" data-live><h2>Message move tasks</h2>{table}{done}'
+            "</section>")
 
 
 def _not_found(v: Visit, reason: str) -> Response:

