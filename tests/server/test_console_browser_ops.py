@@ -131,3 +131,52 @@ def test_a_bulk_redrive_sends_dead_letters_home_and_a_scoped_key_stays_in_its_sc
         QueueUrl=src_url, MaxNumberOfMessages=10)["Messages"]}
     assert all("poison" in b for b in bodies)
     context.close()
+
+
+def test_attributes_are_typed_fields_with_units_ranges_and_errors_in_place(
+        server: ServerProcess, chromium: Any, shots: Path) -> None:
+    """Ranges and defaults from AWS's SetQueueAttributes reference (botocore's model says
+    the same): VisibilityTimeout 0 to 43,200 s, MessageRetentionPeriod 60 to 1,209,600 s
+    with 345,600 (4 days) by default, maxReceiveCount 1 to 1,000."""
+    sqs = _sqs(server)
+    name, dlq = unique("typed"), unique("typed-dlq")
+    url = sqs.create_queue(QueueName=name)["QueueUrl"]
+    sqs.create_queue(QueueName=dlq)
+    context = chromium.new_context(viewport={"width": 1280, "height": 900},
+                                   color_scheme="light")
+    page = context.new_page()
+    errors = _errors_of(page)
+    _sign_in(page, server, ADMIN, ADMIN_SECRET)
+    page.goto(f"{server.url}/console/queues/us-east-1/{name}")
+    page.click("summary:has-text('Edit attributes')")
+    form = page.locator("form[action='/console/edit-queue']")
+    assert form.locator("input[name=MessageRetentionPeriod]").input_value() == "4"
+    assert form.locator("select[name='MessageRetentionPeriod.unit']").input_value() == "days"
+    assert "1 min to 14 days" in form.inner_text()  # the retention's range, said
+    form.locator("input[name=VisibilityTimeout]").fill("13")
+    form.locator("select[name='VisibilityTimeout.unit']").select_option("h")
+    form.locator("select[name=dlq]").select_option(dlq)
+    form.locator("input[name=max_receive_count]").fill("3")
+    form.locator("button:has-text('Save attributes')").click()
+    # Refused in place: the error under its field, everything typed still there.
+    error = page.locator(".field.invalid .field-error")
+    assert "Must be from 0 s to 12 h (0–43,200 s); 13 h is not." in error.inner_text()
+    form = page.locator("form[action='/console/edit-queue']")
+    assert form.locator("input[name=VisibilityTimeout]").input_value() == "13"
+    assert form.locator("select[name=dlq]").input_value() == dlq
+    assert form.locator("input[name=max_receive_count]").input_value() == "3"
+    page.screenshot(path=str(shots / "console-attributes-error.png"), full_page=True)
+    attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    assert attrs["VisibilityTimeout"] == "30" and "RedrivePolicy" not in attrs
+    form.locator("input[name=VisibilityTimeout]").fill("2")
+    form.locator("button:has-text('Save attributes')").click()
+    page.wait_for_selector("text=Changed RedrivePolicy, VisibilityTimeout.")
+    attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    assert attrs["VisibilityTimeout"] == "7200"
+    assert json.loads(attrs["RedrivePolicy"])["maxReceiveCount"] == 3
+    assert dlq in page.inner_text("text=Go to:")
+    assert "2 h" in page.locator("#attributes tr", has_text="VisibilityTimeout").inner_text()
+    context.close()
+    # The refused form answers 400 on purpose, which Chromium reports; nothing else.
+    assert errors == ["Failed to load resource: the server responded with a status of 400 "
+                      "(Bad Request)"]

@@ -14,7 +14,7 @@ from html import escape
 from typing import Any
 from urllib.parse import urlencode
 
-from conveyor.server.console import bulk, forms, messages, parts
+from conveyor.server.console import attribute_form, bulk, forms, messages, parts
 from conveyor.server.console.auth import CSRF_FIELD, Session
 from conveyor.server.console.calls import Calls, Operator
 from conveyor.server.console.forms import Form, FormError
@@ -78,10 +78,21 @@ class Actions:
         return _to_queue(ctx.region, request["QueueName"], done="created")
 
     async def edit_queue(self, req: Request, form: Form, operator: Operator) -> Response:
-        """SetQueueAttributes with what the edit form changed (the redrive policy too)."""
+        """SetQueueAttributes with what the typed form changed (the redrive policy too);
+        values out of the service's ranges come back under their fields, nothing set."""
         ctx, name = self._ctx(req, form, operator), form.get("queue", "")
+        await self.calls.authorize(operator, ctx, "SetQueueAttributes",
+                                   {"QueueUrl": ctx.queue_url(name)})
         queue = await self.service.queue(ctx, name)
-        changes = forms.edited_attributes(form, ctx, queue.attributes)
+        changes, typed = attribute_form.changes(form, ctx, queue, self.service.limits)
+        if typed.errors:  # nothing set: the form again, as typed, each error by its field
+            picked = await attribute_form.candidates(self.service, queue, operator.sees)
+            again = parts.form("edit-queue", form.get(CSRF_FIELD, ""), {
+                "region": ctx.region, "queue": name},
+                attribute_form.fields(queue, typed, picked, self.service.limits))
+            return render(400, "Not done", "<p>Some values are not ones the queue takes: "
+                          f"nothing was changed. Back to {parts.queue_link(ctx.region, name)}"
+                          f"</p><h2>Edit attributes</h2>{again}")
         if not changes:
             return _to_queue(ctx.region, name, done="unchanged")
         await self.calls.call(operator, ctx, "SetQueueAttributes",

@@ -6,9 +6,7 @@ from __future__ import annotations
 
 from html import escape
 
-import orjson
-
-from conveyor.server.console import bulk, charts, forms, messages, parts
+from conveyor.server.console import attribute_form, bulk, charts, messages, parts
 from conveyor.server.console.frame import PREFIX, render
 from conveyor.server.console.visit import Visit
 from conveyor.server.http import Response
@@ -67,7 +65,7 @@ class QueuePage:
         body += ["<h2>Attributes</h2>", '<section id="attributes" data-live>', parts.table(
             ["Name", "Value"], [[escape(k), parts.attribute_value(k, val)]
                                 for k, val in sorted(attributes.items())]), "</section>",
-                 await _edit_form(v, queue)]
+                 await _edit_form(v, self.service, queue)]
         body += ["<h2>Tags</h2>", parts.table(["Key", "Value"], [
             [escape(k), escape(val)] for k, val in sorted(queue.tags.items())])
             if queue.tags else parts.muted("none"), await _tags_form(v, queue)]
@@ -139,27 +137,15 @@ async def _may_change(v: Visit, ctx: RequestContext, name: str) -> tuple[bool, b
                         ctx.region))
 
 
-async def _edit_form(v: Visit, queue: QueueRecord) -> str:
-    """SetQueueAttributes: the common attributes as lines, the dead-letter queue apart."""
+async def _edit_form(v: Visit, service: Service, queue: QueueRecord) -> str:
+    """SetQueueAttributes as a typed form (attribute_form.py)."""
     if not await v.may("SetQueueAttributes", {"QueueUrl": queue.name}, queue.region):
         return ""
-    names = forms.EDIT_FIELDS + (forms.EDIT_FIFO_FIELDS if queue.fifo else ())
-    lines = "\n".join(f"{n} = {queue.attributes[n]}" for n in names if n in queue.attributes)
-    dlq, count = "", ""
-    if queue.attributes.get("RedrivePolicy"):
-        policy = orjson.loads(queue.attributes["RedrivePolicy"])
-        dlq = str(policy.get("deadLetterTargetArn", "")).rsplit(":", 1)[-1]
-        count = str(policy.get("maxReceiveCount", ""))
-    return parts.form("edit-queue", v.csrf, {"region": queue.region, "queue": queue.name}, (
-        "<details><summary>Edit attributes</summary>"
-        '<label>Attributes <span class="muted">(<code>Name = value</code> a line; only '
-        'changed lines are set; add e.g. <code>RedriveAllowPolicy = {...}</code>)</span>'
-        f'<textarea name="attributes" rows="{len(names) + 1}">{escape(lines)}</textarea>'
-        '</label><label>Dead-letter queue <span class="muted">(empty: none)</span><br>'
-        f'<input name="dlq" value="{escape(dlq)}" autocomplete="off"></label>'
-        '<label>Receives before dead-lettering<br><input name="max_receive_count" '
-        f'inputmode="numeric" pattern="[0-9]*" placeholder="5" value="{escape(count)}">'
-        "</label><button>Save attributes</button></details>"))
+    picked = await attribute_form.candidates(service, queue, v.sees)
+    inner = attribute_form.fields(queue, attribute_form.current(queue), picked,
+                                  service.limits)
+    return parts.form("edit-queue", v.csrf, {"region": queue.region, "queue": queue.name},
+                      f"<details><summary>Edit attributes</summary>{inner}</details>")
 
 
 async def _tags_form(v: Visit, queue: QueueRecord) -> str:
