@@ -7,10 +7,14 @@ phone too.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from conveyor.client import SQSClient
 from tests.server import test_console_browser as base
 from tests.server.helpers import counts, unique
 from tests.server.test_console_actions import ADMIN, ADMIN_SECRET, ORDERS, ORDERS_SECRET
@@ -180,3 +184,52 @@ def test_attributes_are_typed_fields_with_units_ranges_and_errors_in_place(
     # The refused form answers 400 on purpose, which Chromium reports; nothing else.
     assert errors == ["Failed to load resource: the server responded with a status of 400 "
                       "(Bad Request)"]
+
+
+def _record_failure(server: ServerProcess, queue_url: str, receipt: str) -> None:
+    """What a worker tells the server after its app failed a message: RecordAttempts."""
+    async def record() -> None:
+        async with SQSClient(server.url, region="us-east-1", access_key=ADMIN,
+                             secret_key=ADMIN_SECRET) as client:
+            await client.call("RecordAttempts", {"QueueUrl": queue_url, "Entries": [{
+                "Id": "1", "ReceiptHandle": receipt, "At": int(time.time() * 1000),
+                "Reason": "http-500", "Status": 500, "AnswerHead": "boom"}]},
+                target_prefix="ConveyorWorkers.")
+    with ThreadPoolExecutor(1) as pool:  # Playwright's sync API holds this thread's loop
+        pool.submit(asyncio.run, record()).result()
+
+
+def test_retry_now_makes_a_message_waiting_out_its_back_off_visible(
+        server: ServerProcess, chromium: Any) -> None:
+    sqs = _sqs(server)
+    name = unique("retry")
+    url = sqs.create_queue(QueueName=name)["QueueUrl"]
+    failed_id, held_id = _send(sqs, url, ["fails", "being delivered"])
+    # A worker received both; its app failed the first, which now waits out a 10-minute
+    # back-off; the second is still being delivered (no attempt recorded): not to retry.
+    taken = {m["MessageId"]: m for m in sqs.receive_message(
+        QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=600)["Messages"]}
+    _record_failure(server, url, taken[failed_id]["ReceiptHandle"])
+    sqs.change_message_visibility(QueueUrl=url, VisibilityTimeout=600,
+                                  ReceiptHandle=taken[failed_id]["ReceiptHandle"])
+    assert counts(sqs, url) == (0, 2, 0)
+    context = chromium.new_context()
+    page = context.new_page()
+    errors = _errors_of(page)
+    _sign_in(page, server, ADMIN, ADMIN_SECRET)
+    page.goto(f"{server.url}/console/queues/us-east-1/{name}/messages/{held_id}")
+    assert page.locator("button:has-text('Retry now')").count() == 0
+    page.goto(f"{server.url}/console/queues/us-east-1/{name}/messages/{failed_id}")
+    assert "waiting out its back-off" in page.inner_text("main")
+    page.click("button:has-text('Retry now')")
+    page.wait_for_selector(f"text=Message {failed_id} is visible now")
+    assert counts(sqs, url) == (1, 1, 0)
+    again = sqs.receive_message(QueueUrl=url, AttributeNames=["ApproximateReceiveCount"])
+    [message] = again["Messages"]
+    assert message["MessageId"] == failed_id
+    assert message["Attributes"]["ApproximateReceiveCount"] == "2"
+    # Received again: a worker holds it, so the button is gone.
+    page.goto(f"{server.url}/console/queues/us-east-1/{name}/messages/{failed_id}")
+    assert page.locator("button:has-text('Retry now')").count() == 0
+    context.close()
+    assert errors == []

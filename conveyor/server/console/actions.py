@@ -21,6 +21,7 @@ from conveyor.server.console.forms import Form, FormError
 from conveyor.server.console.frame import PREFIX, redirect, render
 from conveyor.server.http import Request, Response
 from conveyor.service import QueueRecord, RequestContext, Service, StoredMessage
+from conveyor.service.inspect import backing_off
 from conveyor.service.messages import encode_handle
 from conveyor.service.validate import plain_name
 from conveyor.sqs.errors import SqsError
@@ -48,7 +49,8 @@ class Actions:
             "purge-queue": self.purge_queue, "delete-queue": self.delete_queue,
             "delete-messages": self.delete_messages, "redrive": self.redrive,
             "cancel-redrive": self.cancel_redrive, "drain-worker": self.drain_worker,
-            "move-messages": self.move_messages, "bulk-messages": self.bulk_messages}
+            "move-messages": self.move_messages, "bulk-messages": self.bulk_messages,
+            "retry-now": self.retry_now}
         return {name: self._guarded(h) for name, h in handlers.items()}
 
     def _guarded(self, handler: Handler) -> Action:
@@ -176,6 +178,25 @@ class Actions:
                               f"ok: {len(dropped)} not received, deleted by the console")
             deleted += len(dropped)
         return deleted
+
+    async def retry_now(self, req: Request, form: Form, operator: Operator) -> Response:
+        """Make a message waiting out its back-off (its latest delivery failed) visible
+        now: ChangeMessageVisibility to 0 with the receipt of that receive, checked and
+        run as the API runs it. One received since is the receiver's: the receipt is stale
+        and nothing changes."""
+        ctx, name = self._ctx(req, form, operator), form.get("queue", "")
+        message_id = form.get("message", "")
+        queue = await self.service.queue(ctx, name)
+        found = (await messages.find(self.service, queue, {message_id})).get(message_id)
+        now_ms = self.service.clock.now_ms()
+        if found is None or found[0].receipt is None or not backing_off(*found, now_ms):
+            raise FormError("This message is not waiting out a back-off (it is visible, "
+                            "gone, or being delivered again): nothing was changed.")
+        m = found[0]
+        await self.calls.call(operator, ctx, "ChangeMessageVisibility", {
+            "QueueUrl": ctx.queue_url(name), "VisibilityTimeout": 0,
+            "ReceiptHandle": encode_handle(queue, m.seq, m.receipt)})
+        return _to_queue(ctx.region, name, done="retried", id=message_id)
 
     async def bulk_messages(self, req: Request, form: Form, operator: Operator) -> Response:
         """Start a job that deletes, moves or redrives every message matching the filter

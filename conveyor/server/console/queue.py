@@ -79,7 +79,8 @@ class QueuePage:
         except SqsError as error:
             return _not_found(v, error.message)
         can_delete = await v.may("DeleteMessage", {"QueueUrl": name}, region)
-        return await messages.page(self.service, v, queue, message_id, can_delete)
+        can_retry = await v.may("ChangeMessageVisibility", {"QueueUrl": name}, region)
+        return await messages.page(self.service, v, queue, message_id, can_delete, can_retry)
 
     async def bulk(self, v: Visit, region: str, name: str) -> Response:
         """Everything matching the list's filter: counted, and acted on once confirmed."""
