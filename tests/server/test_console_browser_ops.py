@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -19,7 +22,7 @@ from tests.server import test_console_browser as base
 from tests.server.helpers import counts, unique
 from tests.server.test_console_actions import ADMIN, ADMIN_SECRET, ORDERS, ORDERS_SECRET
 from tests.server.test_console_browser import WAIT_MS, _errors_of, _sign_in, _sqs
-from tests.support import ServerProcess
+from tests.support import RecordingApp, ServerProcess, free_port
 
 # The browser test's fixtures: a real server with access keys, Chromium, screenshots.
 server, chromium, shots = base.server, base.chromium, base.shots
@@ -231,5 +234,52 @@ def test_retry_now_makes_a_message_waiting_out_its_back_off_visible(
     # Received again: a worker holds it, so the button is gone.
     page.goto(f"{server.url}/console/queues/us-east-1/{name}/messages/{failed_id}")
     assert page.locator("button:has-text('Retry now')").count() == 0
+    context.close()
+    assert errors == []
+
+
+def test_a_paused_queue_delivers_nothing_to_a_real_worker_until_resumed(
+        server: ServerProcess, chromium: Any, tmp_path: Path) -> None:
+    """Pause and resume from the console (ConveyorQueues.PauseQueue / ResumeQueue, see
+    docs/queue-controls.md) with a real `conveyor worker` POSTing to a real app."""
+    sqs = _sqs(server)
+    name = unique("paused")
+    url = sqs.create_queue(QueueName=name)["QueueUrl"]
+    app = RecordingApp(free_port())
+    context = chromium.new_context(viewport={"width": 1280, "height": 900},
+                                   color_scheme="light")
+    page = context.new_page()
+    errors = _errors_of(page)
+    _sign_in(page, server, ADMIN, ADMIN_SECRET)
+    page.goto(f"{server.url}/console/queues/us-east-1/{name}")
+    page.click("button:has-text('Pause delivery')")
+    page.wait_for_selector("text=Delivery paused: receives answer nothing")
+    assert "Delivery paused: receives (and workers) get nothing" in page.inner_text("#counts")
+    sqs.send_message(QueueUrl=url, MessageBody="sent while paused")
+    env = {**os.environ, "AWS_ACCESS_KEY_ID": ADMIN, "AWS_SECRET_ACCESS_KEY": ADMIN_SECRET}
+    with open(tmp_path / "worker.log", "wb") as log:
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "conveyor", "worker", "--worker-queue-url", url,
+             "--app-url", f"http://127.0.0.1:{app.server.server_port}",
+             "--extended-poll-wait-time", "1", "--region", "us-east-1"],
+            env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        # The worker is up and polling (it announced itself): still nothing delivered.
+        page.goto(server.url + "/console")
+        page.wait_for_selector(f"#workers tr:has-text('{name}')", timeout=WAIT_MS * 2)
+        assert page.locator("tr", has_text=name).locator(".badge.paused").count() == 1
+        sqs_receive = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=1)
+        assert "Messages" not in sqs_receive  # paused for every receiver
+        assert app.posts == [] and counts(sqs, url) == (1, 0, 0)
+        page.goto(f"{server.url}/console/queues/us-east-1/{name}")
+        page.click("button:has-text('Resume delivery')")
+        page.wait_for_selector("text=Delivery resumed.")
+        app.wait_for_post(b"sent while paused")
+        page.goto(server.url + "/console")
+        assert page.locator("tr", has_text=name).locator(".badge.paused").count() == 0
+    finally:
+        worker.terminate()
+        worker.wait(timeout=60)
+        app.close()
     context.close()
     assert errors == []

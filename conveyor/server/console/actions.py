@@ -50,7 +50,8 @@ class Actions:
             "delete-messages": self.delete_messages, "redrive": self.redrive,
             "cancel-redrive": self.cancel_redrive, "drain-worker": self.drain_worker,
             "move-messages": self.move_messages, "bulk-messages": self.bulk_messages,
-            "retry-now": self.retry_now}
+            "retry-now": self.retry_now, "pause-queue": self.pause_queue,
+            "resume-queue": self.resume_queue}
         return {name: self._guarded(h) for name, h in handlers.items()}
 
     def _guarded(self, handler: Handler) -> Action:
@@ -130,6 +131,18 @@ class Actions:
         ctx, name = self._ctx(req, form, operator), _confirmed(form)
         await self.calls.call(operator, ctx, "DeleteQueue", {"QueueUrl": ctx.queue_url(name)})
         return redirect(f"{PREFIX}?{urlencode({'done': 'queue-deleted', 'id': name})}")
+
+    async def pause_queue(self, req: Request, form: Form, operator: Operator) -> Response:
+        """ConveyorQueues.PauseQueue: receives answer nothing until resumed."""
+        ctx, name = self._ctx(req, form, operator), form.get("queue", "")
+        await self.calls.call(operator, ctx, "PauseQueue", {"QueueUrl": ctx.queue_url(name)})
+        return _to_queue(ctx.region, name, done="paused")
+
+    async def resume_queue(self, req: Request, form: Form, operator: Operator) -> Response:
+        """ConveyorQueues.ResumeQueue: delivery again, parked long polls woken."""
+        ctx, name = self._ctx(req, form, operator), form.get("queue", "")
+        await self.calls.call(operator, ctx, "ResumeQueue", {"QueueUrl": ctx.queue_url(name)})
+        return _to_queue(ctx.region, name, done="resumed")
 
     # --- messages -------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ from conveyor.server.console.auth import CSRF_FIELD
 from conveyor.server.console.frame import PREFIX
 from conveyor.service import Counts, QueueRecord, StoredMessage
 from conveyor.service.context import parse_arn
+from conveyor.service.controls import is_paused
 
 
 def table(headings: list[str], rows: Iterable[list[str]], numeric: tuple[int, ...] = (),
@@ -190,3 +191,9 @@ def bulk_path(region: str, name: str, **query: str | int) -> str:
 
 def notice(text: str, error: bool = False) -> str:
     return f'<p class="notice{" error" if error else ""}" role="status">{escape(text)}</p>'
+
+
+def paused_badge(queue: QueueRecord) -> str:
+    """A mark on a queue whose delivery is paused (ConveyorQueues.PauseQueue)."""
+    return (' <span class="badge paused" title="delivery paused: receives answer nothing '
+            'until it is resumed">paused</span>' if is_paused(queue) else "")

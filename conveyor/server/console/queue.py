@@ -11,6 +11,7 @@ from conveyor.server.console.frame import PREFIX, render
 from conveyor.server.console.visit import Visit
 from conveyor.server.http import Response
 from conveyor.service import Counts, QueueRecord, RequestContext, Service
+from conveyor.service.controls import is_paused
 from conveyor.sqs.errors import SqsError
 
 MOVE_TASKS_SHOWN = 10  # ListMessageMoveTasks' most
@@ -43,7 +44,7 @@ class QueuePage:
         body = [f'<p><a href="{PREFIX}">All queues</a></p>', v.notice(),
                 f"<p>URL <code>{escape(ctx.queue_url(name))}</code><br>"
                 f"ARN <code>{escape(ctx.queue_arn(name))}</code></p>",
-                f'<section id="counts" data-live>{_counts(counts)}</section>',
+                f'<section id="counts" data-live>{_paused(queue)}{_counts(counts)}</section>',
                 '<section id="activity" data-live>' + charts.queue_charts(
                     (await self.service.histories([queue.id]))[queue.id]) + "</section>",
                 await self._actions(v, ctx, queue),
@@ -98,6 +99,12 @@ class QueuePage:
         fields = {"region": queue.region, "queue": queue.name}
         request = {"QueueUrl": queue.name}
         out = []
+        toggle = "resume-queue" if is_paused(queue) else "pause-queue"
+        if await v.may("ResumeQueue" if is_paused(queue) else "PauseQueue", request,
+                       queue.region):
+            label = "Resume delivery" if is_paused(queue) else "Pause delivery"
+            out.append(parts.form(toggle, v.csrf, fields, f"<button>{label}</button>",
+                                  css="inline"))
         if await v.may("SendMessage", request, queue.region):
             out.append(parts.form("send-message", v.csrf, fields, _send_fields(queue)))
         if await v.may("PurgeQueue", request, queue.region):
@@ -177,6 +184,14 @@ def _send_fields(queue: QueueRecord) -> str:
             "<code>name (Number) = 5</code>, a line)</span>"
             f'<textarea name="attributes"></textarea></label>{fifo}'
             "<button>Send message</button></details>")
+
+
+def _paused(queue: QueueRecord) -> str:
+    if not is_paused(queue):
+        return ""
+    return parts.notice("Delivery paused: receives (and workers) get nothing from this "
+                        "queue until it is resumed; sends, deletes and moves go on.",
+                        error=True)
 
 
 def _counts(counts: Counts) -> str:
