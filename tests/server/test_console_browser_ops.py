@@ -283,3 +283,45 @@ def test_a_paused_queue_delivers_nothing_to_a_real_worker_until_resumed(
         app.close()
     context.close()
     assert errors == []
+
+
+def test_a_20000_message_queue_opens_deep_pages_deep_and_deletes_what_matches(
+        server: ServerProcess, chromium: Any) -> None:
+    """20,000 messages (SendMessageBatch): message 15,000 opens by
+    its id (deeper than the 10,000 a list reads), page 300 is reached by next → (the
+    keyset cursor past the 200 numbered pages), and everything a search matches is
+    counted and deleted."""
+    sqs = _sqs(server)
+    name = unique("deep")
+    url = sqs.create_queue(QueueName=name)["QueueUrl"]
+    total = 20_000
+    # One client, in order: the order sent is the order they become visible.
+    ids = _send(sqs, url, [f"order {i} shard-{i % 10}" for i in range(total)])
+    assert counts(sqs, url) == (total, 0, 0)
+    context = chromium.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    errors = _errors_of(page)
+    _sign_in(page, server, ADMIN, ADMIN_SECRET)
+
+    page.goto(f"{server.url}/console/queues/us-east-1/{name}/messages/{ids[14_999]}")
+    assert page.inner_text("pre") == "order 14999 shard-9"
+
+    # Page 300: numbers reach 200, next → goes on by the cursor.
+    page.goto(f"{server.url}/console/queues/us-east-1/{name}?page=200")
+    assert "Messages 9,951–10,000 of 20,000" in page.inner_text("#messages")
+    for _ in range(100):
+        page.click("#messages a:has-text('next →')")
+    text = page.inner_text("#messages")
+    assert "Messages 14,951–15,000 of 20,000" in text
+    assert ids[14_950] in text and ids[14_999] in text and ids[15_000] not in text
+
+    # Everything matching "shard-7": 2,000 messages, counted and deleted.
+    page.goto(f"{server.url}/console/queues/us-east-1/{name}/bulk?search=shard-7")
+    assert "2,000 messages matching “shard-7”" in page.inner_text("main")
+    page.check("input[name=kind][value=delete]")
+    _confirm_bulk(page, "2000")
+    _finished(page)
+    assert "2,000 of 2,000" in page.inner_text("#tasks")
+    assert counts(sqs, url) == (total - 2_000, 0, 0)
+    context.close()
+    assert errors == []
