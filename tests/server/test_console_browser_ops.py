@@ -325,3 +325,66 @@ def test_a_20000_message_queue_opens_deep_pages_deep_and_deletes_what_matches(
     assert counts(sqs, url) == (total - 2_000, 0, 0)
     context.close()
     assert errors == []
+
+
+def _warnings_of(page: Any) -> list[str]:
+    """Errors and warnings the browser reports on `page` (console and script)."""
+    said: list[str] = []
+    page.on("console", lambda msg: said.append(f"{msg.type}: {msg.text}")
+            if msg.type in ("error", "warning") else None)
+    page.on("pageerror", lambda exc: said.append(f"pageerror: {exc}"))
+    return said
+
+
+def test_no_page_logs_an_error_or_a_warning_and_none_scrolls_sideways_on_a_phone(
+        server: ServerProcess, chromium: Any) -> None:
+    sqs = _sqs(server)
+    dlq, source = unique("every-dlq"), unique("every-page-with-a-long-name")
+    dlq_url = sqs.create_queue(QueueName=dlq)["QueueUrl"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])[
+        "Attributes"]["QueueArn"]
+    url = sqs.create_queue(QueueName=source, Attributes={"RedrivePolicy": json.dumps(
+        {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 1})})["QueueUrl"]
+    ids = _send(sqs, url, [json.dumps({"n": i, "text": "y" * 400}) for i in range(60)])
+    taken = sqs.receive_message(QueueUrl=url, VisibilityTimeout=600)["Messages"][0]
+    _record_failure(server, url, taken["ReceiptHandle"])  # a failing one, backing off
+    dead = sqs.receive_message(QueueUrl=url, VisibilityTimeout=0)["Messages"][0]
+    sqs.receive_message(QueueUrl=url, VisibilityTimeout=0, MaxNumberOfMessages=10)
+    paused = sqs.create_queue(QueueName=unique("every-paused"))["QueueUrl"]
+    _control(server, "PauseQueue", paused)
+    base._record_decisions(server, source)  # an autoscaler and its timeline
+    queue = f"/console/queues/us-east-1/{source}"
+    pages = ["/console", f"/console?q={source[:8]}", queue, f"{queue}?page=2",
+             f"{queue}?search=%22n%22", f"{queue}?view=failing",
+             f"{queue}/messages/{ids[-1]}", f"{queue}/messages/{taken['MessageId']}",
+             f"{queue}/bulk?search=yyyy", f"/console/queues/us-east-1/{dlq}",
+             f"/console/queues/us-east-1/{dlq}/messages/{dead['MessageId']}",
+             f"/console/queues/us-east-1/{paused.rsplit('/', 1)[-1]}"]
+    for size, mobile in (({"width": 1280, "height": 900}, False),
+                         ({"width": 375, "height": 740}, True)):
+        context = chromium.new_context(viewport=size, is_mobile=mobile, has_touch=mobile)
+        page = context.new_page()
+        said = _warnings_of(page)
+        page.set_default_timeout(WAIT_MS)
+        page.goto(server.url + "/console/sign-in")
+        assert page.evaluate("document.documentElement.scrollWidth") <= size["width"]
+        _sign_in(page, server, ADMIN, ADMIN_SECRET)
+        for path in pages:
+            response = page.goto(server.url + path)
+            assert response is not None and response.status == 200, path
+            page.wait_for_load_state("load")
+            wide = page.evaluate("document.documentElement.scrollWidth")
+            assert wide <= size["width"], (path, size, wide)
+            page.wait_for_timeout(100)  # the page's script has run (and logged nothing)
+        context.close()
+        assert said == [], (size, said)
+
+
+def _control(server: ServerProcess, action: str, queue_url: str) -> None:
+    async def call() -> None:
+        async with SQSClient(server.url, region="us-east-1", access_key=ADMIN,
+                             secret_key=ADMIN_SECRET) as client:
+            await client.call(action, {"QueueUrl": queue_url},
+                              target_prefix="ConveyorQueues.")
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, call()).result()
