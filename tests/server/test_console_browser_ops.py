@@ -28,6 +28,16 @@ from tests.support import RecordingApp, ServerProcess, free_port
 server, chromium, shots = base.server, base.chromium, base.shots
 
 
+def _signed_in(chromium: Any, server: ServerProcess) -> tuple[Any, Any, list[str]]:
+    """A desktop browser signed in with the admin key: (context, page, its errors)."""
+    context = chromium.new_context(viewport={"width": 1280, "height": 900},
+                                   color_scheme="light")
+    page = context.new_page()
+    errors = _errors_of(page)
+    _sign_in(page, server, ADMIN, ADMIN_SECRET)
+    return context, page, errors
+
+
 def _send(sqs: Any, url: str, bodies: list[str]) -> list[str]:
     """SendMessageBatch, ten at a time: the message ids, in order."""
     ids = []
@@ -69,11 +79,7 @@ def test_everything_matching_a_filter_is_deleted_moved_and_redriven(
     # 1,200 messages: more than one step of the job's scan (bulk.SCAN_STEP = 500).
     _send(sqs, url, [json.dumps({"kind": "refund" if i % 3 == 0 else "order", "n": i})
                      for i in range(1_200)])
-    context = chromium.new_context(viewport={"width": 1280, "height": 900},
-                                   color_scheme="light")
-    page = context.new_page()
-    errors = _errors_of(page)
-    _sign_in(page, server, ADMIN, ADMIN_SECRET)
+    context, page, errors = _signed_in(chromium, server)
     page.goto(f"{server.url}/console/queues/us-east-1/{source}?search=refund")
     page.click("text=Act on everything matching")
     assert "400 messages matching “refund”" in page.inner_text("main")
@@ -149,11 +155,7 @@ def test_attributes_are_typed_fields_with_units_ranges_and_errors_in_place(
     name, dlq = unique("typed"), unique("typed-dlq")
     url = sqs.create_queue(QueueName=name)["QueueUrl"]
     sqs.create_queue(QueueName=dlq)
-    context = chromium.new_context(viewport={"width": 1280, "height": 900},
-                                   color_scheme="light")
-    page = context.new_page()
-    errors = _errors_of(page)
-    _sign_in(page, server, ADMIN, ADMIN_SECRET)
+    context, page, errors = _signed_in(chromium, server)
     page.goto(f"{server.url}/console/queues/us-east-1/{name}")
     page.click("summary:has-text('Edit attributes')")
     form = page.locator("form[action='/console/edit-queue']")
@@ -246,11 +248,7 @@ def test_a_paused_queue_delivers_nothing_to_a_real_worker_until_resumed(
     name = unique("paused")
     url = sqs.create_queue(QueueName=name)["QueueUrl"]
     app = RecordingApp(free_port())
-    context = chromium.new_context(viewport={"width": 1280, "height": 900},
-                                   color_scheme="light")
-    page = context.new_page()
-    errors = _errors_of(page)
-    _sign_in(page, server, ADMIN, ADMIN_SECRET)
+    context, page, errors = _signed_in(chromium, server)
     page.goto(f"{server.url}/console/queues/us-east-1/{name}")
     page.click("button:has-text('Pause delivery')")
     page.wait_for_selector("text=Delivery paused: receives answer nothing")
@@ -298,10 +296,7 @@ def test_a_20000_message_queue_opens_deep_pages_deep_and_deletes_what_matches(
     # One client, in order: the order sent is the order they become visible.
     ids = _send(sqs, url, [f"order {i} shard-{i % 10}" for i in range(total)])
     assert counts(sqs, url) == (total, 0, 0)
-    context = chromium.new_context(viewport={"width": 1280, "height": 900})
-    page = context.new_page()
-    errors = _errors_of(page)
-    _sign_in(page, server, ADMIN, ADMIN_SECRET)
+    context, page, errors = _signed_in(chromium, server)
 
     page.goto(f"{server.url}/console/queues/us-east-1/{name}/messages/{ids[14_999]}")
     assert page.inner_text("pre") == "order 14999 shard-9"
