@@ -7,14 +7,15 @@ marked), a form to create one, the workers that announce themselves (to any node
 a Drain button each, the autoscalers' decisions as a timeline (workers.py) and the recent
 console actions; `/console/queues/<region>/<name>` shows one queue: charts of its last
 hour (charts.py, counted by the service: activity.py, and on PostgreSQL added up in the
-store so every node agrees), send, purge, delete, edit its attributes, redrive policy and
-tags, redrive its dead letters with live progress, its messages a page at a time or
-searched (looked at, never received), deleted (by receipt, or by the service's
-console-only drop when none names them) or moved, a selection at a time, to another queue
-or back where dead letters came from, or everything matching a search at once
-(`.../bulk`: bulk.py); `.../messages/<id>` shows one message whole, and for a dead letter
-why it died. Pages update their live parts every few seconds
-(static/console.js).
+store so every node agrees), send, purge, delete, pause or resume its delivery, edit
+its attributes (typed: attribute_form.py), redrive policy and tags, redrive its dead
+letters with live progress, its messages a page at a time or searched (looked at, never
+received), deleted (by receipt, or by the service's console-only drop when none names
+them) or moved, a selection at a time, to another queue or back where dead letters came
+from, or everything matching a search at once (`.../bulk`: bulk.py);
+`.../messages/<id>` shows one message whole, for a dead letter why it died, and for one
+waiting out its back-off a button to retry it now. Pages update their live parts every
+few seconds (static/console.js).
 
 A server that checks signatures (access keys configured) first sends a browser to
 `/console/sign-in`, where an access key id and its secret key buy a session cookie
