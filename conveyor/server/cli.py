@@ -144,7 +144,7 @@ def _settings(config_path: Path | None, options: dict[str, Any]) -> dict[str, An
         keys[key] = AccessKey(key, secret)
     merged["access_keys"] = keys
     merged["queues"] = queue_declarations(file.get("queues"))
-    merged["shards"] = _shards(file.get("shards") or {}, options.get("shards") or ())
+    merged["shards"] = shard_settings(file.get("shards") or {}, options.get("shards") or ())
     if merged["mode"] not in MODES:
         raise ConfigError(f"mode: expected one of {sorted(MODES)}")
     if merged["log_level"] not in LOG_LEVELS:
@@ -175,7 +175,7 @@ def _settings(config_path: Path | None, options: dict[str, Any]) -> dict[str, An
     return merged
 
 
-def _shards(configured: dict[Any, Any], given: tuple[str, ...]) -> dict[str, str]:
+def shard_settings(configured: dict[Any, Any], given: tuple[str, ...]) -> dict[str, str]:
     """Shard name -> PostgreSQL URL, from the config's `shards` or else the --shard
     options (NAME=URL each), in order: the first is the catalog shard."""
     shards = {str(name): url for name, url in configured.items()}

@@ -45,7 +45,7 @@ async def relocate(store: ShardedStore, region: str, name: str, to: str,
     """Move the queue to shard `to` (steps above); how many messages were copied."""
     if to not in store.shards:
         raise StoreError(f"no shard named {to}; the shards are {', '.join(store.shards)}")
-    placement = await store._look_up(region, name)
+    placement = await store.look_up(region, name)
     if placement is None:
         raise StoreError(f"no queue {name} in {region}")
     source_name = placement.moving_from or placement.shard
@@ -61,7 +61,7 @@ async def relocate(store: ShardedStore, region: str, name: str, to: str,
     await _open_on(target, queue, await source.move_tasks(queue.id))
     async with store.catalog.transaction() as db:
         await Catalog.serve_from(db, queue.id, to, source_name)
-    store._learn([dataclasses.replace(placement, shard=to, moving_from=source_name)])
+    store.learn([dataclasses.replace(placement, shard=to, moving_from=source_name)])
     log.info("moving queue %s (%s) from shard %s to %s", name, region, source_name, to,
              extra={"queue": name})
     copied = await _copy_all(source, target, queue)
@@ -71,7 +71,7 @@ async def relocate(store: ShardedStore, region: str, name: str, to: str,
     await source.delete_queue(queue, now_s, QueueEnding(), note_deleted=False)
     async with store.catalog.transaction() as db:
         await Catalog.serve_from(db, queue.id, to, None)
-    store._learn([Placement(queue.id, region, name, to)])
+    store.learn([Placement(queue.id, region, name, to)])
     log.info("moved queue %s (%s) to shard %s: %d message(s) copied", name, region, to,
              copied, extra={"queue": name})
     return copied

@@ -111,7 +111,7 @@ class ShardedStore:
                  for q in await shard.list_queues(None, "") if q.id not in placed]
         async with self.catalog.transaction() as db:
             clashes = await Catalog.adopt(db, found)
-            self._learn(await Catalog.all(db))
+            self.learn(await Catalog.all(db))
         for p in clashes:
             log.error("shard %s holds queue %s (id %d) whose id another queue has: it is not"
                       " served; a shard must join empty", p.shard, p.name, p.queue_id)
@@ -146,7 +146,7 @@ class ShardedStore:
 
     # --- placement -----------------------------------------------------------------------
 
-    def _learn(self, placements: Iterable[Placement]) -> None:
+    def learn(self, placements: Iterable[Placement]) -> None:
         for p in placements:
             old = self._by_id.get(p.queue_id)
             if old is not None:
@@ -159,7 +159,7 @@ class ShardedStore:
         if old is not None:
             self._by_name.pop((old.region, old.name), None)
 
-    async def _look_up(self, region: str, name: str) -> Placement | None:
+    async def look_up(self, region: str, name: str) -> Placement | None:
         """The catalog's placement of the name, now."""
         async with self.catalog.transaction() as db:
             found = await Catalog.by_name(db, region, name)
@@ -167,7 +167,7 @@ class ShardedStore:
         if stale is not None and (found is None or found.queue_id != stale.queue_id):
             self._forget(stale.queue_id)
         if found is not None:
-            self._learn([found])
+            self.learn([found])
         return found
 
     async def _look_up_id(self, queue_id: int) -> Placement | None:
@@ -176,10 +176,10 @@ class ShardedStore:
         if found is None:
             self._forget(queue_id)
         else:
-            self._learn([found])
+            self.learn([found])
         return found
 
-    async def _placement(self, queue_id: int) -> Placement | None:
+    async def placement_of(self, queue_id: int) -> Placement | None:
         known = self._by_id.get(queue_id)
         return known if known is not None else await self._look_up_id(queue_id)
 
@@ -187,7 +187,7 @@ class ShardedStore:
         """The shard that serves the queue (the catalog's, for a queue it does not place:
         a call on a queue deleted meanwhile finds nothing there, as on one store)."""
         queue_id = queue if isinstance(queue, int) else queue.id
-        placement = await self._placement(queue_id)
+        placement = await self.placement_of(queue_id)
         return self.shards[placement.shard] if placement else self.catalog
 
     def shard_name(self, shard: PostgresStore) -> str:
@@ -206,7 +206,7 @@ class ShardedStore:
 
     async def create_queue(self, region: str, name: str, attributes: dict[str, str],
                            tags: dict[str, str], now_s: int) -> QueueRecord:
-        placement = await self._look_up(region, name)
+        placement = await self.look_up(region, name)
         if placement is None:
             async with self.catalog.transaction() as db:
                 placement = await Catalog.place(db, Placement(
@@ -223,24 +223,24 @@ class ShardedStore:
         if queue.id != placement.queue_id:  # the shard's row is the truth of the id
             async with self.catalog.transaction() as db:
                 await Catalog.renumber(db, region, name, queue.id)
-        self._learn([dataclasses.replace(placement, queue_id=queue.id)])
+        self.learn([dataclasses.replace(placement, queue_id=queue.id)])
         return queue
 
     async def get_queue(self, region: str, name: str) -> QueueRecord | None:
-        placement = self._by_name.get((region, name)) or await self._look_up(region, name)
+        placement = self._by_name.get((region, name)) or await self.look_up(region, name)
         if placement is None:
             return None
         queue = await self.shards[placement.shard].get_queue(region, name)
         if queue is not None and queue.id == placement.queue_id:
             return queue
-        fresh = await self._look_up(region, name)  # moved, deleted, or created anew
+        fresh = await self.look_up(region, name)  # moved, deleted, or created anew
         if fresh is None:
             return None
         queue = await self.shards[fresh.shard].get_queue(region, name)
         return queue if queue is not None and queue.id == fresh.queue_id else None
 
     async def get_queue_by_id(self, queue_id: int) -> QueueRecord | None:
-        placement = await self._placement(queue_id)
+        placement = await self.placement_of(queue_id)
         if placement is None:
             return None
         queue = await self.shards[placement.shard].get_queue_by_id(queue_id)
@@ -258,7 +258,7 @@ class ShardedStore:
         if any(q.id not in self._by_id for _, queues in listed for q in queues):
             with contextlib.suppress(StoreUnavailable):  # then as placed when last known
                 async with self.catalog.transaction() as db:
-                    self._learn(await Catalog.all(db))
+                    self.learn(await Catalog.all(db))
         found = [q for name, queues in listed for q in queues
                  if (p := self._by_id.get(q.id)) is None or p.shard == name]
         return sorted(found, key=lambda q: q.name)
