@@ -100,7 +100,7 @@ class AttemptActions(ServiceBase):
         if not valid:
             return set()
         arn = ctx.queue_arn(queue.name)
-        async with self.store.amend(sorted({seq for _, seq, _ in valid})) as amending:
+        async with self.store.amend(queue, sorted({seq for _, seq, _ in valid})) as amending:
             systems: dict[int, str | None] = {}
             kept: set[str] = set()
             for entry_id, seq, attempt in valid:
