@@ -434,6 +434,9 @@ class PostgresStore:
         self._tasks: list[asyncio.Task[None]] = []
         self._settings = {"search_path": self.schema} if self.schema else {}
         self._suspect = asyncio.Event()  # a request lost its connection: is the database gone?
+        # Set by close(): Python 3.11's wait_for can swallow a cancellation that lands as
+        # the awaited event is set, so the watch loop also checks this.
+        self._closing = False
         self._gone_since: float | None = None  # monotonic time the outage was noticed
         self._timed_out = False  # a statement went unanswered: _watch looks into why
         self._stall_logged_s: float | None = None
@@ -476,6 +479,8 @@ class PostgresStore:
             reset=_keep_session)
 
     async def close(self) -> None:
+        self._closing = True
+        self._suspect.set()  # wakes the watch loop, to find _closing
         for task in [*self._tasks, *self._retiring]:
             task.cancel()
         await asyncio.gather(*self._tasks, *self._retiring, return_exceptions=True)
@@ -558,7 +563,7 @@ class PostgresStore:
         before the LISTEN connection's own loss is.
         """
         delay_s = RECONNECT_FIRST_S
-        while True:
+        while not self._closing:
             try:
                 if self._listener is None or self._listener.is_closed():
                     self._listener = await self._listen()
@@ -582,7 +587,7 @@ class PostgresStore:
             with contextlib.suppress(TimeoutError):  # else probe all the same, now and then
                 await asyncio.wait_for(self._suspect.wait(), PROBE_EVERY_S)
             self._suspect.clear()
-            if listener.is_closed():
+            if listener.is_closed() or self._closing:
                 return
             try:  # a request lost its connection: is the primary still there, and this one?
                 if await _answer_within(listener, listener.fetchval(_PROBE), PROBE_TIMEOUT_S):
@@ -704,7 +709,8 @@ class PostgresStore:
 
     def _translate(self, exc: Exception, conn: asyncpg.Connection | None,
                    pool: asyncpg.Pool | None = None) -> StoreError:
-        if pool is not None and pool is not self._pool:  # replaced under it: an outage's end
+        if self._closing or (pool is not None and pool is not self._pool):
+            # the node is stopping, or the pool was replaced under it (an outage's end)
             return StoreUnavailable(f"PostgreSQL unavailable: {exc}")
         if isinstance(exc, _NOT_PRIMARY) and conn is not None:
             conn.terminate()  # its replacement goes to whichever server is the primary now
