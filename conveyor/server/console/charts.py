@@ -132,7 +132,7 @@ def _chart(history: History, kind: str, caption: str, noun: str) -> str:
             return ("not sampled" if v is None else
                     f"the oldest waited {parts.spoken_seconds(int(v))}" if v
                     else "nothing waiting")
-    so_far = f" · the current {_bucket_name(range_)} so far: {current}" if current else ""
+    so_far = f" · now {current}" if current else ""
     title = f"{caption} per {_bucket_name(range_)}, {range_.title}: {shown}"
     step = (RIGHT - LEFT) / full
 
@@ -143,18 +143,21 @@ def _chart(history: History, kind: str, caption: str, noun: str) -> str:
            f'aria-label="{escape(title)}">{_axes(range_, top, label)}{drawn}'
            f"{_hover(history, values[:full], step, say)}</svg>")
     return (f'<figure class="chart" data-kind="{kind or "oldest"}"><figcaption>'
-            f'<b>{escape(caption)}</b> {escape(shown)}<span class="muted">'
+            f'<b>{escape(caption)}</b> {escape(shown)}<span class="muted" title="the '
+            f'current {_bucket_name(range_)}, still being counted (not drawn)">'
             f"{escape(so_far)}</span></figcaption>{svg}</figure>")
 
 
 def _axes(range_: Range, top: float, label: Callable[[float], str]) -> str:
     """Grid lines at 0, half and the top, their values at the left; time below."""
-    out = ['<g class="axis">']
-    for value in (0.0, top / 2, top):
+    out = ['<g class="axis values">']
+    half = [top / 2] if (top / 2).is_integer() and top > 1 else []  # no "2.5 messages"
+    for value in (0.0, *half, top):
         y = BOTTOM - (BOTTOM - TOP) * value / top
         out.append(f'<line x1="{LEFT}" x2="{RIGHT}" y1="{y:.1f}" y2="{y:.1f}"/>'
                    f'<text x="{LEFT - 4}" y="{y + 4:.1f}" text-anchor="end">'
                    f"{escape(label(value))}</text>")
+    out.append('</g><g class="axis time">')
     ticks, unit, size = _ticks(range_)
     for n in range(ticks + 1):
         x = RIGHT - (RIGHT - LEFT) * n / ticks
