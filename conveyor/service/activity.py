@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-from conveyor.store.base import ActivityRow
+from conveyor.store.base import ActivityRow, ActivityTuple
 
 SENT, RECEIVED, DELETED, DEAD_LETTERED, FAILED = range(5)
 KINDS = ("sent", "received", "deleted", "dead_lettered", "failed")
@@ -76,26 +76,29 @@ class History:
         return sum(self.counts[kind])
 
 
-def history(range_: Range, stored: list[ActivityRow], unsaved: list[MinuteRow],
+def history(range_: Range, stored: list[ActivityTuple], unsaved: list[MinuteRow],
             now_ms: int) -> History | None:
     """A queue's `range_` from the store's rows of its span and this node's unsaved
     minutes; None when neither has anything in the range."""
+    span = range_.span_min
     first = range_.first_minute(now_ms // MINUTE_MS)
     size = range_.points + 1
-    counts = [[0] * size for _ in KINDS]
+    sent, received, deleted, dead, failed = counts = [[0] * size for _ in KINDS]
     oldest: list[int | None] = [None] * size
     found = False
-    rows = [(r.minute, r[3:8], r.oldest_s) for r in stored]
-    rows += [(r[1], r[2:7], r[7]) for r in unsaved]
-    for minute, values, age in rows:
-        i = (minute - first) // range_.span_min
+    # Indexes, not names: an overview reads some 17,000 rows (100 queues, 7 days).
+    for row in (*stored, *((0, 1, *r[1:]) for r in unsaved)):
+        i = (row[2] - first) // span
         if not 0 <= i < size:
             continue
         found = True
-        for kind, n in enumerate(values):
-            counts[kind][i] += n
-        if age is not None:
-            oldest[i] = max(age, oldest[i] or 0)
+        sent[i] += row[3]
+        received[i] += row[4]
+        deleted[i] += row[5]
+        dead[i] += row[6]
+        failed[i] += row[7]
+        if row[8] is not None:
+            oldest[i] = max(row[8], oldest[i] or 0)
     if not found:
         return None
     return History(range_, first, dict(zip(KINDS, counts, strict=True)), oldest)

@@ -20,7 +20,7 @@ from conveyor.service.signins import SignInThrottle
 from conveyor.sqs.errors import InvalidParameterValue, QueueDoesNotExist
 from conveyor.sqs.limits import Limits
 from conveyor.store.base import (
-    ActivityRow,
+    ActivityTuple,
     Counts,
     QueueRecord,
     Store,
@@ -139,9 +139,9 @@ class ServiceBase:
         node's, on PostgreSQL) and this node's not yet saved (activity.py)."""
         now_ms = self.clock.now_ms()
         first = range_.first_minute(now_ms // MINUTE_MS)
-        stored: dict[int, list[ActivityRow]] = {i: [] for i in queue_ids}
+        stored: dict[int, list[ActivityTuple]] = {i: [] for i in queue_ids}
         for row in await self.store.activity(queue_ids, range_.span_min, first):
-            stored[row.queue_id].append(row)
+            stored[row[0]].append(row)
         unsaved = self.activity.unsaved(set(queue_ids))
         return {i: figures.history(range_, stored[i], unsaved.get(i, []), now_ms)
                 for i in queue_ids}

@@ -48,6 +48,7 @@ from conveyor.store.base import (
     OK,
     STALE,
     ActivityRow,
+    ActivityTuple,
     Annotated,
     Handle,
     LeaseRecord,
@@ -1161,12 +1162,12 @@ class PostgresStore:
                                  " minute<$2", span_min, minute)
 
     async def activity(self, queue_ids: list[int], span_min: int, from_minute: int
-                       ) -> list[ActivityRow]:
+                       ) -> list[ActivityTuple]:
         async with self._conn() as db:
             rows = await db.fetch(f"SELECT {_ACTIVITY_COLUMNS} FROM conveyor_activity WHERE"
                                   " queue_id=ANY($1::bigint[]) AND span_min=$2 AND minute>=$3",
                                   queue_ids, span_min, from_minute)
-        return [ActivityRow(*r) for r in rows]
+        return [tuple(r) for r in rows]  # type: ignore[misc]
 
     async def workers(self, now_ms: int) -> list[tuple[str, int, str]]:
         async with self._conn() as db:

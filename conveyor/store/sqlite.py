@@ -40,6 +40,7 @@ from conveyor.store.base import (
     OK,
     STALE,
     ActivityRow,
+    ActivityTuple,
     Annotated,
     Handle,
     LeaseRecord,
@@ -929,13 +930,13 @@ class SqliteStore:
             db.executemany("DELETE FROM activity WHERE span_min=? AND minute<?", prune_before)
 
     async def activity(self, queue_ids: list[int], span_min: int, from_minute: int
-                       ) -> list[ActivityRow]:
-        found = []
+                       ) -> list[ActivityTuple]:
+        found: list[ActivityTuple] = []
         for queue_id in queue_ids:  # one index range each
             found += self.db.execute(
                 "SELECT * FROM activity WHERE queue_id=? AND span_min=? AND minute>=?",
                 (queue_id, span_min, from_minute)).fetchall()
-        return [ActivityRow(*row) for row in found]
+        return found
 
 
 _LEASE_COLUMNS = "name, holder, version, expires_ms, data"
