@@ -29,7 +29,7 @@ from tests.support import ServerProcess
 WAIT_MS = 15_000
 # Each simulated minute: (messages sent, of which the app fails); the failed ones go on
 # to the dead-letter queue at their next receive (maxReceiveCount 1).
-MINUTES = ((12, 2), (20, 5), (8, 0), (16, 4))
+MINUTES = ((12, 2), (20, 5), (8, 0), (25, 3), (30, 9), (18, 1), (10, 0), (22, 6), (16, 4))
 
 
 @pytest.fixture(scope="module")
@@ -136,7 +136,7 @@ def test_charts_show_failures_dead_letters_axes_and_ranges(
     assert page.locator("figure[data-kind=failed] path.bars").count() == 1
     # Axes: counts at the left (0 and a round top), time below from "now" back an hour.
     values = page.locator("figure[data-kind=sent] .values text").all_text_contents()
-    assert values == ["0", "10", "20"]  # the busiest minute sent 20
+    assert values == ["0", "25", "50"]  # the busiest minute sent 30: a round top above
     assert page.locator("figure[data-kind=sent] .time text").all_text_contents() == [
         "now", "−15 min", "−30 min", "−45 min", "−60 min"]
     # Hover: the last full minute's column tells its time and count.
