@@ -9,9 +9,11 @@ the server is stopped (sending a million through the API would take minutes; see
 backlog.py), and every queue's charts filled to their bound (a row in every bucket of
 every range: the most the activity table holds, ACTIVITY_ROWS a queue). Then each console
 page is fetched --repeat times, as a browser does (GET, whole body read), and its size and
-the median and slowest time are reported. Page 10,000 of the big queue is reached as
-next → reaches it, by its keyset cursor (`?page=10000&after=<visible_at>.<seq>`). The
-figures go into BENCHMARKS.md ("Console pages").
+the median and slowest time are reported, with the server's CPU time per fetch (from
+/proc: what the page costs the server, whatever else the machine runs). Page 10,000 of the
+big queue is reached as next → reaches it, by its keyset cursor
+(`?page=10000&after=<visible_at>.<seq>`). The figures go into BENCHMARKS.md ("Console
+pages").
 """
 
 from __future__ import annotations
@@ -131,12 +133,14 @@ def measure(queues: int, messages: int, repeat: int, work: Path,
         rows = []
         for label, path in PAGES + deep:
             _fetch(server.endpoint, path)  # the first read warms SQLite's page cache
+            cpu_before = server.cpu_s()
             runs = [_fetch(server.endpoint, path) for _ in range(repeat)]
+            cpu_s = (server.cpu_s() - cpu_before) / repeat
             statuses = {status for _, _, status in runs}
             times = [t for t, _, _ in runs]
             rows.append({"page": label, "path": path, "status": statuses,
                          "bytes": runs[-1][1], "median_s": statistics.median(times),
-                         "max_s": max(times)})
+                         "max_s": max(times), "cpu_s": cpu_s})
         return rows
     finally:
         server.stop()
@@ -153,12 +157,12 @@ def main() -> None:
         rows = measure(args.queues, args.messages, args.repeat, Path(tmp), args.src)
     print(f"{args.queues:,} queues, one with {args.messages:,} messages, every queue's "
           f"charts full ({ACTIVITY_ROWS} rows each); {args.repeat} fetches each\n")
-    print("| page | status | KiB | median ms | slowest ms |")
-    print("|---|---|---|---|---|")
+    print("| page | status | KiB | median ms | slowest ms | server CPU ms |")
+    print("|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['page']} | {'/'.join(map(str, sorted(r['status'])))} | "
               f"{r['bytes'] / 1024:,.1f} | {r['median_s'] * 1000:,.0f} | "
-              f"{r['max_s'] * 1000:,.0f} |")
+              f"{r['max_s'] * 1000:,.0f} | {r['cpu_s'] * 1000:,.0f} |")
 
 
 if __name__ == "__main__":
