@@ -54,7 +54,7 @@ def test_overview_shows_counts_and_dead_letter_wiring(sqs: Any, raw: RawClient,
     assert row[:6] + row[8:] == [src, "us-east-1", "standard", "2", "1", "1",
                                  f"{dl} after 5 receives", "none"]
     # Received 1 a moment ago: counted in the hour; no failed attempt of it recorded.
-    assert row[6:8] == ["Received in the last hour: 1; at most 0 in a minute", "0 %"]
+    assert row[6:8] == ["Received in the last hour: 1; at most 0 in a minute", "0%"]
     assert _row(page, dl) == [dl, "us-east-1", "standard", "0", "0", "0", "—", "—",
                               "nowhere", src]
     assert _row(page, queue_name_of(fifo))[2] == "FIFO"

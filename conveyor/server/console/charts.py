@@ -4,7 +4,7 @@ SVG: no library, no script, colours from the page's theme (console.css, svg.char
 A chart is a bar a bucket (a minute, 10 minutes or an hour), with a count axis and a time
 axis; hovering a bucket shows its time and count (an SVG <title>, which browsers show as a
 tooltip). The current bucket is never drawn: partly counted, it would end every chart in a
-false drop; the caption gives it as "so far"."""
+false drop; the caption gives it as "now"."""
 
 from __future__ import annotations
 
@@ -24,12 +24,12 @@ LEFT, TOP, RIGHT, BOTTOM = 44, 8, 472, 106
 SPARK_HEIGHT = 20
 
 # What each chart shows: (kind in History.counts, or "" for the oldest message's age;
-# caption; the noun in a hover text).
+# caption; what its hover text counts).
 CHARTS = (("sent", "Sent", "sent"), ("received", "Received", "received"),
           ("deleted", "Deleted", "deleted"),
           ("dead_lettered", "Dead letters arrived", "dead letters arrived"),
           ("failed", "Failed attempts", "failed attempts"),
-          ("", "Oldest message waiting", "oldest message's age"))
+          ("", "Oldest message waiting", ""))
 # Query keys that tell of one action's outcome: a link to another range drops them.
 _NOTICE_KEYS = ("done", "id", "n", "m")
 
@@ -93,17 +93,17 @@ def failure_rate(history: History | None, long: bool = False) -> str:
     attempt at the message), as HTML; `long`: a sentence, for the queue page."""
     failed = history.total("failed") if history else 0
     received = history.total("received") if history else 0
-    # Attempts are recorded after their receive: a few may belong to the hour before.
-    share = f"{min(failed / received, 1):.0%}" if received else f"{failed:,} failed"
-    if long:
-        if not failed:
-            return '<span class="muted">No failed attempts recorded in the last hour.</span>'
-        return (f'<span class="failing">Failed attempts in the last hour: {failed:,} of '
-                f"{received:,} received ({share}).</span>")
     if not failed:
-        return "0 %" if received else '<span class="muted">—</span>'
-    return (f'<span class="failing" title="{failed:,} failed attempts of {received:,} '
-            f'received in the last hour">{share}</span>')
+        if long:
+            return '<span class="muted">No failed attempts recorded in the last hour.</span>'
+        return "0%" if received else '<span class="muted">—</span>'
+    # An attempt is recorded after its receive, so one may count in the hour after it.
+    share = f"{min(failed / received, 1):.0%}" if received else "none received"
+    of = f"{failed:,} of {received:,} received" if received else f"{failed:,}"
+    if long:
+        return f'<span class="failing">Failed attempts in the last hour: {of} ({share}).</span>'
+    return (f'<span class="failing" title="Failed attempts in the last hour: {of}">{share}'
+            "</span>")
 
 
 def _chart(history: History, kind: str, caption: str, noun: str) -> str:
