@@ -11,6 +11,7 @@ from conveyor.admin import register as register_admin_commands
 from conveyor.cron.cli import register as register_cron_commands
 from conveyor.scale.cli import register as register_scale_commands
 from conveyor.server.cli import server_command
+from conveyor.server.shards_cli import shards_group
 from conveyor.up.cli import up_command
 from conveyor.worker.cli import register as register_worker_commands
 from conveyor.worker.partitions_cli import register as register_partition_commands
@@ -32,12 +33,14 @@ def main(log_format: str) -> None:
     conveyor scale     autoscale the worker fleet: run, status, simulate
     conveyor queue     list, create (also partitioned), show, purge, delete, redrive
     conveyor message   send and receive messages
+    conveyor shards    queues on several PostgreSQL primaries: list, move
     """
     os.environ[logs.ENV] = log_format  # for logs.setup, here and in child processes
 
 
 main.add_command(up_command)
 main.add_command(server_command)
+main.add_command(shards_group)
 register_worker_commands(main)
 register_scale_commands(main)
 register_cron_commands(main)

@@ -180,6 +180,14 @@ class CronService(WorkerHook):
                    registry=registry, signing_key=config.cron_signing_key,
                    retention_s=config.retention_period)
 
+    def health(self) -> dict[str, Any]:
+        """The schedule in force and, after a reload that failed, why (the last good
+        schedule is kept meanwhile): an operator sees a broken cron.yaml in /health."""
+        if not self._run_scheduler:
+            return {}
+        return {"cron": {"file": str(self.source.path), "tasks": len(self.source.tasks),
+                         "error": self.source.error}}
+
     async def start(self, sqs: SQSClient, queue_url: str) -> None:
         """Open the lease backend and start campaigning (when a cron file is configured)."""
         self._leases = open_leases(self._lease_spec, sqs)

@@ -15,6 +15,7 @@ worker runs, vet scheduled-job messages and route them to their task's url. Rete
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from conveyor.client import Message, SQSClient
 
@@ -83,3 +84,7 @@ class WorkerHook:
 
     def after_delete(self, message: Message, refusal: str | None) -> None:
         """A message done with for good was deleted (`refusal` None) or not."""
+
+    def health(self) -> dict[str, Any]:
+        """What this part adds to the worker's /health report (and its announcement)."""
+        return {}

@@ -37,6 +37,7 @@ DEFAULT_PORT = 9324  # ElasticMQ's port: existing local-SQS setups point here al
 LOG_LEVELS = ("debug", "info", "warning", "error")
 OPERATOR_MAX_BODY_BYTES = 64 * 1024  # the metrics listener takes GETs only
 # RFC 6750 §2.1: what a bearer token may contain (b64token), so it fits the header as is.
+SHARD_NAME = re.compile(r"[A-Za-z0-9_-]{1,40}")
 BEARER_TOKEN = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
 # File descriptors kept for other than client connections: the store's files, the log, the
 # event loop's own; PostgreSQL connections (--pool-size) come on top.
@@ -54,6 +55,12 @@ FD_RESERVE = 64
 @click.option("--store", envvar="CONVEYOR_STORE", metavar="sqlite|postgresql://...",
               help="sqlite (embedded, in --data-dir) or a PostgreSQL URL shared by several "
               "nodes; `?schema=name` keeps Conveyor's tables in that schema  [default: sqlite]")
+@click.option("--shard", "shards", multiple=True, metavar="NAME=postgresql://...",
+              envvar="CONVEYOR_SHARDS",
+              help="Queues spread over several PostgreSQL primaries instead of --store "
+              "(repeatable; CONVEYOR_SHARDS takes several, space-separated). The first "
+              "holds the catalog of where each queue lives; keep each name with its "
+              "database.")
 @click.option("--pool-size", type=click.IntRange(1, 1000), envvar="CONVEYOR_POOL_SIZE",
               help="PostgreSQL connections per node  [default: 10]")
 @click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False,
@@ -137,6 +144,7 @@ def _settings(config_path: Path | None, options: dict[str, Any]) -> dict[str, An
         keys[key] = AccessKey(key, secret)
     merged["access_keys"] = keys
     merged["queues"] = queue_declarations(file.get("queues"))
+    merged["shards"] = shard_settings(file.get("shards") or {}, options.get("shards") or ())
     if merged["mode"] not in MODES:
         raise ConfigError(f"mode: expected one of {sorted(MODES)}")
     if merged["log_level"] not in LOG_LEVELS:
@@ -165,6 +173,27 @@ def _settings(config_path: Path | None, options: dict[str, Any]) -> dict[str, An
             "it could read and delete messages. Pass --access-key KEY:SECRET, or --allow-open "
             "if the network is trusted.")
     return merged
+
+
+def shard_settings(configured: dict[Any, Any], given: tuple[str, ...]) -> dict[str, str]:
+    """Shard name -> PostgreSQL URL, from the config's `shards` or else the --shard
+    options (NAME=URL each), in order: the first is the catalog shard."""
+    shards = {str(name): url for name, url in configured.items()}
+    if given:
+        shards = {}
+        for pair in given:
+            name, sep, url = pair.partition("=")
+            if not sep:
+                raise ConfigError(f"--shard {pair!r}: expected NAME=postgresql://...")
+            if name in shards:
+                raise ConfigError(f"--shard {name}: named twice")
+            shards[name] = url
+    for name, url in shards.items():
+        if not SHARD_NAME.fullmatch(name):
+            raise ConfigError(f"shards: {name!r}: expected a name of letters, digits, - and _")
+        if not isinstance(url, str) or not url.startswith(("postgresql://", "postgres://")):
+            raise ConfigError(f"shards: {name}: expected a postgresql:// URL, not {url!r}")
+    return shards
 
 
 def _check_metrics(merged: dict[str, Any]) -> None:
@@ -235,7 +264,8 @@ async def serve(settings: dict[str, Any]) -> None:
         # objects less often, and never scan what start-up loaded.
         gc.freeze()
         gc.set_threshold(50_000, 20, 20)
-        where = (Path(settings["data_dir"]).resolve() if settings["store"] == "sqlite"
+        where = (Path(settings["data_dir"]).resolve() if _on_sqlite(settings)
+                 else f"postgresql, {len(settings['shards'])} shards" if settings["shards"]
                  else "postgresql")
         log.info("Conveyor listening on %s://%s:%s (store: %s, mode: %s); console at "
                  "/console", http.scheme, settings["host"], port, where, settings["mode"])
@@ -255,10 +285,14 @@ async def serve(settings: dict[str, Any]) -> None:
         await store.close()
 
 
+def _on_sqlite(settings: dict[str, Any]) -> bool:
+    return settings["store"] == "sqlite" and not settings["shards"]
+
+
 def _blob_store(settings: dict[str, Any]) -> s3subset.S3Subset | None:
     """The embedded blob store (--payload-dir), on by default beside the SQLite store."""
     where = settings["payload_dir"]
-    if where is None and settings["store"] == "sqlite":
+    if where is None and _on_sqlite(settings):
         where = str(Path(settings["data_dir"]) / "payloads")
     if where is None or where == "off":
         return None
@@ -334,6 +368,17 @@ def connection_cap(wanted: int, reserve: int) -> int:
 async def open_store(settings: dict[str, Any], clock: Clock) -> Store:
     """`--store sqlite` (the default, in --data-dir) or `--store postgresql://...`."""
     target = settings["store"]
+    if settings.get("shards"):
+        if target != "sqlite":
+            raise ConfigError("give either --store or shards, not both")
+        from conveyor.store.postgres import PostgresStore
+        from conveyor.store.shards import ShardedStore
+
+        try:
+            return await ShardedStore({name: PostgresStore(url, settings["pool_size"], clock)
+                                       for name, url in settings["shards"].items()}).open()
+        except ValueError as exc:
+            raise ConfigError(f"shards: not a valid PostgreSQL URL ({exc})") from None
     if target == "sqlite":
         return JournaledStore(settings["data_dir"])
     if target.startswith(("postgresql://", "postgres://")):

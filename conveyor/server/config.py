@@ -4,6 +4,9 @@
 port: 9324
 data_dir: ./conveyor-data
 mode: strict            # or relaxed
+# shards:                 # several PostgreSQL primaries instead of `store`: the first
+#   a: postgresql://db-a/conveyor   # holds the catalog of where each queue lives
+#   b: postgresql://db-b/conveyor
 access_keys:                         # without any, requests are not authenticated
   AKIDEXAMPLE: secret                  # full access
   AKIDPRODUCER: {secret: s2, actions: ["SendMessage*"], queues: ["orders-*"]}
@@ -56,6 +59,7 @@ _SETTINGS: dict[str, tuple[type | tuple[type, ...], str]] = {
     "port": (int, "a port number"),
     "data_dir": (str, "a directory"),
     "store": (str, "sqlite or a postgresql:// URL"),
+    "shards": (dict, "a mapping of shard name to a postgresql:// URL, the catalog shard first"),
     "pool_size": (int, "a number of connections"),
     "mode": (str, "strict or relaxed"),
     "account_id": ((str, int), "an account id"),

@@ -14,6 +14,10 @@ never heard of them is unaffected.
 - GetMessageAttempts {QueueUrl, MessageId}: {MessageId, Attempts: [...]}, the recorded
   attempts, oldest first, of a message in the queue (visible, in flight or delayed).
 
+Each attempt also keeps which receive it was (RECEIVE, never answered), so the console
+can tell a message waiting out the back-off after its latest receive failed from one a
+worker holds now (`after_failure`).
+
 A message keeps its last Limits.max_attempts_kept attempts inside its own system attributes
 JSON (under ATTEMPTS, beside rules.DIED), so they go where the message goes: to the
 dead-letter queue with it (a dead letter tells why it died), back with a redrive, and away
@@ -26,6 +30,7 @@ caller may act on.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from typing import Any
 
@@ -50,6 +55,11 @@ from conveyor.store.base import Annotated, QueueRecord
 ACTIONS = ("RecordAttempts", "GetMessageAttempts")
 ATTEMPTS = "ConveyorAttempts"  # where a message keeps them, in its system attributes JSON
 ENTRY_NAME = "RecordAttemptsEntry"
+# Kept with each attempt, never answered: which receive it was (a digest of that receive's
+# token), so an attempt of the message's latest receive is told from an older one (a
+# message waiting out its back-off after it, not received again since: the console's
+# "retry now").
+RECEIVE = "Receive"
 MAX_AT_MS = 1 << 53  # epoch ms a JSON number holds exactly (year 287,396)
 MAX_MESSAGE_ID_CHARS = 128
 _REASON = re.compile(r"[a-z0-9][a-z0-9_.:-]*")
@@ -72,7 +82,9 @@ class AttemptActions(ServiceBase):
         for entry in entries:
             try:
                 handle = decode_handle(_text(entry, "ReceiptHandle"), queue)
-                valid.append((entry["Id"], handle.seq, checked_attempt(entry, self.limits)))
+                attempt = checked_attempt(entry, self.limits)
+                attempt[RECEIVE] = receive_tag(handle.token)
+                valid.append((entry["Id"], handle.seq, attempt))
             except SqsError as error:
                 failed.append(_failure(entry["Id"], error))
         kept = await self._append(ctx, queue, valid)
@@ -90,7 +102,7 @@ class AttemptActions(ServiceBase):
         if not valid:
             return set()
         arn = ctx.queue_arn(queue.name)
-        async with self.store.amend(sorted({seq for _, seq, _ in valid})) as amending:
+        async with self.store.amend(queue, sorted({seq for _, seq, _ in valid})) as amending:
             systems: dict[int, str | None] = {}
             kept: set[str] = set()
             for entry_id, seq, attempt in valid:
@@ -118,7 +130,8 @@ class AttemptActions(ServiceBase):
             raise InvalidParameterValue(
                 f"No message {message_id} in queue {queue.name} (among its "
                 f"{self.limits.attempts_scan_messages:,} oldest).")
-        return {"MessageId": message_id, "Attempts": attempts_of(message.system)}
+        return {"MessageId": message_id, "Attempts": [
+            {k: v for k, v in a.items() if k != RECEIVE} for a in attempts_of(message.system)]}
 
 
 def _of_queue(found: Annotated, queue: QueueRecord, arn: str) -> bool:
@@ -167,6 +180,18 @@ def with_attempts(system: str | None, attempts: list[dict[str, Any]], keep: int)
     found = orjson.loads(system) if system else {}
     found[ATTEMPTS] = [*_listed(found.get(ATTEMPTS)), *attempts][-keep:]
     return orjson.dumps(found).decode()
+
+
+def receive_tag(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()[:16]
+
+
+def after_failure(receipt: str | None, system: str | None) -> bool:
+    """Whether the message's latest receive (its `receipt` token) is one whose attempt
+    failed: it waits out the back-off that failure set, and nobody holds it."""
+    recorded = attempts_of(system)
+    return (receipt is not None and bool(recorded)
+            and recorded[-1].get(RECEIVE) == receive_tag(receipt))
 
 
 def attempts_of(system: str | None) -> list[dict[str, Any]]:

@@ -199,7 +199,10 @@ def _json_value(text: str) -> object:
     return value
 
 
-def _int_range(low: int | Callable[[Limits], int], high: int | Callable[[Limits], int]):
+Bound = int | Callable[[Limits], int]  # a number, or one the limits give
+
+
+def _int_range(low: Bound, high: Bound):
     def check_range(value: str, limits: Limits) -> str | None:
         lo = low(limits) if callable(low) else low
         hi = high(limits) if callable(high) else high
@@ -230,17 +233,38 @@ def _json_object(value: str, limits: Limits) -> str | None:
         return None
 
 
-_CHECKS = {
+# The whole-number attributes and the (lowest, highest) values they take: the SQS API
+# reference's SetQueueAttributes (botocore's model documents the same), with the limits'
+# numbers (relaxed mode allows larger messages).
+RANGES: dict[str, tuple[Bound, Bound]] = {
     # Up to the longest any queue may take; check_delays holds it to the queue's own limit.
-    "DelaySeconds": _int_range(0, lambda lim: lim.max_retention_s),
-    MAX_DELAY: _int_range(lambda lim: lim.max_delay_s, lambda lim: lim.max_retention_s),
-    "MaximumMessageSize": _int_range(lambda lim: lim.min_max_message_size,
-                                     lambda lim: lim.max_message_bytes),
-    "MessageRetentionPeriod": _int_range(lambda lim: lim.min_retention_s,
-                                         lambda lim: lim.max_retention_s),
-    "ReceiveMessageWaitTimeSeconds": _int_range(0, lambda lim: lim.max_wait_s),
-    "VisibilityTimeout": _int_range(0, lambda lim: lim.max_visibility_s),
-    "KmsDataKeyReusePeriodSeconds": _int_range(60, 86400),
+    "DelaySeconds": (0, lambda lim: lim.max_retention_s),
+    MAX_DELAY: (lambda lim: lim.max_delay_s, lambda lim: lim.max_retention_s),
+    "MaximumMessageSize": (lambda lim: lim.min_max_message_size,
+                           lambda lim: lim.max_message_bytes),
+    "MessageRetentionPeriod": (lambda lim: lim.min_retention_s,
+                               lambda lim: lim.max_retention_s),
+    "ReceiveMessageWaitTimeSeconds": (0, lambda lim: lim.max_wait_s),
+    "VisibilityTimeout": (0, lambda lim: lim.max_visibility_s),
+    "KmsDataKeyReusePeriodSeconds": (60, 86400),
+}
+
+
+def bounds(name: str, limits: Limits, values: dict[str, str] | None = None
+           ) -> tuple[int, int] | None:
+    """The lowest and highest value a whole-number attribute takes (given the queue's
+    `values`, DelaySeconds up to its own delay limit); None for another attribute."""
+    found = RANGES.get(name)
+    if found is None:
+        return None
+    low, high = (b(limits) if callable(b) else b for b in found)
+    if name == "DelaySeconds" and values is not None:
+        high = min(high, max_delay_s(values, limits))
+    return low, high
+
+
+_CHECKS = {
+    **{name: _int_range(*pair) for name, pair in RANGES.items()},
     "SqsManagedSseEnabled": _boolean,
     "ConveyorPaused": _boolean,
     "FifoQueue": _boolean,

@@ -6,7 +6,7 @@ from typing import Any
 
 import orjson
 
-from conveyor.service.attempts import attempts_of
+from conveyor.service.attempts import after_failure, attempts_of
 from conveyor.service.messages import _decode_attributes, _system_attributes
 from conveyor.service.rules import DIED
 from conveyor.store.base import QueueRecord, StoredMessage
@@ -35,3 +35,9 @@ def attempts(message: StoredMessage) -> list[dict[str, Any]]:
     """The failed delivery attempts workers recorded with it (service/attempts.py), oldest
     first: At (ms), Reason, and Status, AnswerHead, WorkerId when known."""
     return attempts_of(message.system)
+
+
+def backing_off(message: StoredMessage, visible_at_ms: int, now_ms: int) -> bool:
+    """Whether the message is invisible only because its latest delivery failed: waiting
+    out the back-off a worker set after that failure, received by nobody since."""
+    return visible_at_ms > now_ms and after_failure(message.receipt, message.system)

@@ -205,7 +205,7 @@ class RedriveActions(ServiceBase):
                 break
             moves.append((m.seq, destination.id))
             ready[destination.id] = destination
-        task.moved += await self.store.move(moves, now_ms) if moves else 0
+        task.moved += await self.store.move(source, moves, now_ms) if moves else 0
         await self.store.save_move_task(task)
         for destination in ready.values():
             self.on_ready(destination, len(moves))
@@ -238,7 +238,7 @@ class RedriveActions(ServiceBase):
                     "must differ from the queue and be of its type (standard or FIFO).")
             moves.append((m.seq, target.id))
             ready[target.id] = target
-        moved = await self.store.move(moves, self.clock.now_ms()) if moves else 0
+        moved = await self.store.move(source, moves, self.clock.now_ms()) if moves else 0
         for target in ready.values():
             self.on_ready(target, moved)
         self.log.info("moved %d selected message(s) of %s for %s", moved, source.name, by,

@@ -25,6 +25,11 @@ class StoreUnavailable(StoreError):
     the store itself logs the outage, once."""
 
 
+class QueueElsewhere(StoreError):
+    """The queue's row is not in this store (a shard the queue was moved away from): the
+    sharded store asks its catalog where it is now (shards.py)."""
+
+
 @dataclass(slots=True)
 class QueueRecord:
     id: int
@@ -321,9 +326,11 @@ class Store(Protocol):
     def hold(self, queue: QueueRecord, seqs: list[int]) -> AbstractAsyncContextManager[Held]:
         """Lock the queue's messages of these seqs for a change of visibility."""
         ...
-    def amend(self, seqs: list[int]) -> AbstractAsyncContextManager[Amending]:
-        """Lock the messages of these seqs, in any queue, for a change of their system
-        attributes JSON (the worker's attempt records travel with a dead letter)."""
+    def amend(self, queue: QueueRecord, seqs: list[int]
+              ) -> AbstractAsyncContextManager[Amending]:
+        """Lock the messages of these seqs, received from `queue` (so kept where it is
+        kept), in any queue now, for a change of their system attributes JSON (the
+        worker's attempt records travel with a dead letter)."""
         ...
     async def find_message(self, queue: QueueRecord, message_id: str,
                            scan_limit: int) -> StoredMessage | None:
@@ -357,9 +364,10 @@ class Store(Protocol):
         """Up to `limit` visible messages sent after `cutoff_ms`, oldest first (by sent_ms,
         then seq: rules.MOVE_ORDER)."""
         ...
-    async def move(self, moves: list[tuple[int, int]], now_ms: int) -> int:
-        """Move each (seq, destination queue id) that is still visible as a fresh, visible
-        message of its destination, if that queue still exists; how many moved."""
+    async def move(self, queue: QueueRecord, moves: list[tuple[int, int]], now_ms: int) -> int:
+        """Move each (seq, destination queue id) of `queue`'s messages that is still
+        visible as a fresh, visible message of its destination, if that queue still exists;
+        how many moved."""
         ...
     async def dead_letter_origins(self, queue: QueueRecord) -> list[str]:
         """The distinct source-queue ARNs of the queue's dead letters (every message in it,

@@ -390,8 +390,8 @@ class JournaledStore(SqliteStore):
     def hold(self, queue: QueueRecord, seqs: list[int]) -> Any:
         return _JournalHold(self, queue, seqs)
 
-    def amend(self, seqs: list[int]) -> Any:
-        return _JournalAmend(self, seqs)
+    def amend(self, queue: QueueRecord, seqs: list[int]) -> Any:
+        return _JournalAmend(self, queue, seqs)
 
     def _held_anywhere(self, seq: int) -> _Pending | None:
         """The message of this seq if memory holds it, in whatever queue (a dead letter
@@ -463,9 +463,9 @@ class JournaledStore(SqliteStore):
         await self._checkpoint()  # rare (a move task's start): SQLite then holds them all
         return await super().dead_letter_origins(queue)
 
-    async def move(self, moves: list[tuple[int, int]], now_ms: int) -> int:
+    async def move(self, queue: QueueRecord, moves: list[tuple[int, int]], now_ms: int) -> int:
         await self._checkpoint()
-        moved = await super().move(moves, now_ms)
+        moved = await super().move(queue, moves, now_ms)
         for _, destination in moves:
             self._sqlite_idle_until.pop(destination, None)
         return moved
@@ -565,10 +565,10 @@ class _JournalHold:
 class _JournalAmend:
     """Messages for a change of system attributes: those in memory, and SQLite's."""
 
-    __slots__ = ("store", "seqs", "inner", "found", "_held")
+    __slots__ = ("store", "queue", "seqs", "inner", "found", "_held")
 
-    def __init__(self, store: JournaledStore, seqs: list[int]) -> None:
-        self.store, self.seqs = store, seqs
+    def __init__(self, store: JournaledStore, queue: QueueRecord, seqs: list[int]) -> None:
+        self.store, self.queue, self.seqs = store, queue, seqs
         self.inner: Any = None
 
     async def __aenter__(self) -> _JournalAmend:
@@ -579,7 +579,7 @@ class _JournalAmend:
                       for seq, held in self._held.items()}
         elsewhere = [seq for seq in self.seqs if seq not in self._held]
         if elsewhere:
-            self.inner = SqliteStore.amend(self.store, elsewhere)
+            self.inner = SqliteStore.amend(self.store, self.queue, elsewhere)
             await self.inner.__aenter__()
             self.found.update(self.inner.found)
         return self

@@ -55,6 +55,7 @@ from conveyor.store.base import (
     MoveTaskRecord,
     NewMessage,
     Picking,
+    QueueElsewhere,
     QueueEnding,
     QueueRecord,
     SentMessage,
@@ -291,6 +292,21 @@ _SEND = (
     f"WITH sent AS ({_INSERT_MANY}) SELECT seq, message_id,"
     " (SELECT count(pg_notify($13, p)) FROM unnest($14::text[]) p) FROM sent"
 )
+# The same, for a shard (shards.py): only into queues whose row is here, each locked
+# against its deletion meanwhile, so that a send from a node that has not yet heard of
+# its queue's move to another shard is refused, never stored where no one looks.
+_SEND_FENCED = (
+    "WITH live AS (SELECT id FROM conveyor_queues WHERE id = ANY($1::bigint[]) FOR KEY SHARE),"
+    " sent AS (INSERT INTO conveyor_messages (queue_id, message_id, body, md5_body,"
+    " attributes, md5_attributes, system, sent_ms, sender_id, visible_at, group_id, dedup_key)"
+    " SELECT u.* FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[],"
+    " $6::text[], $7::text[], $8::bigint[], $9::text[], $10::bigint[], $11::text[],"
+    " $12::text[]) AS u(queue_id, message_id, body, md5_body, attributes, md5_attributes,"
+    " system, sent_ms, sender_id, visible_at, group_id, dedup_key)"
+    " WHERE u.queue_id IN (SELECT id FROM live) RETURNING seq, message_id)"
+    " SELECT seq, message_id, (SELECT count(pg_notify($13, p)) FROM unnest($14::text[]) p)"
+    " FROM sent"
+)
 _NOTIFY = "SELECT pg_notify($1, $2)"
 _RECEIVED = ("visible_at=$1, receive_count=m.receive_count+1,"
              " first_receive_ms=COALESCE(m.first_receive_ms, $2), receipt=$3")
@@ -403,6 +419,9 @@ class PostgresStore:
     """A store on PostgreSQL. `dsn` may carry `?schema=name` to keep its tables apart."""
 
     shared = True  # several nodes share this store: caches must expire, sends announce
+    # Set by a sharded store (shards.py): sends refuse a queue whose row is not here
+    # (QueueElsewhere), at the cost of a row lock on each queue sent to.
+    fenced = False
 
     def __init__(self, dsn: str, pool_size: int = 10, clock: Clock | None = None,
                  statement_timeout_s: float = STATEMENT_TIMEOUT_S) -> None:
@@ -430,6 +449,9 @@ class PostgresStore:
         self._tasks: list[asyncio.Task[None]] = []
         self._settings = {"search_path": self.schema} if self.schema else {}
         self._suspect = asyncio.Event()  # a request lost its connection: is the database gone?
+        # Set by close(): Python 3.11's wait_for can swallow a cancellation that lands as
+        # the awaited event is set, so the watch loop also checks this.
+        self._closing = False
         self._gone_since: float | None = None  # monotonic time the outage was noticed
         self._timed_out = False  # a statement went unanswered: _watch looks into why
         self._stall_logged_s: float | None = None
@@ -472,6 +494,8 @@ class PostgresStore:
             reset=_keep_session)
 
     async def close(self) -> None:
+        self._closing = True
+        self._suspect.set()  # wakes the watch loop, to find _closing
         for task in [*self._tasks, *self._retiring]:
             task.cancel()
         await asyncio.gather(*self._tasks, *self._retiring, return_exceptions=True)
@@ -554,7 +578,7 @@ class PostgresStore:
         before the LISTEN connection's own loss is.
         """
         delay_s = RECONNECT_FIRST_S
-        while True:
+        while not self._closing:
             try:
                 if self._listener is None or self._listener.is_closed():
                     self._listener = await self._listen()
@@ -578,7 +602,7 @@ class PostgresStore:
             with contextlib.suppress(TimeoutError):  # else probe all the same, now and then
                 await asyncio.wait_for(self._suspect.wait(), PROBE_EVERY_S)
             self._suspect.clear()
-            if listener.is_closed():
+            if listener.is_closed() or self._closing:
                 return
             try:  # a request lost its connection: is the primary still there, and this one?
                 if await _answer_within(listener, listener.fetchval(_PROBE), PROBE_TIMEOUT_S):
@@ -700,7 +724,8 @@ class PostgresStore:
 
     def _translate(self, exc: Exception, conn: asyncpg.Connection | None,
                    pool: asyncpg.Pool | None = None) -> StoreError:
-        if pool is not None and pool is not self._pool:  # replaced under it: an outage's end
+        if self._closing or (pool is not None and pool is not self._pool):
+            # the node is stopping, or the pool was replaced under it (an outage's end)
             return StoreUnavailable(f"PostgreSQL unavailable: {exc}")
         if isinstance(exc, _NOT_PRIMARY) and conn is not None:
             conn.terminate()  # its replacement goes to whichever server is the primary now
@@ -719,13 +744,16 @@ class PostgresStore:
     # --- queues --------------------------------------------------------------------------
 
     async def create_queue(self, region: str, name: str, attributes: dict[str, str],
-                           tags: dict[str, str], now_s: int) -> QueueRecord:
+                           tags: dict[str, str], now_s: int,
+                           queue_id: int | None = None) -> QueueRecord:
+        """As the Store's; a sharded store gives the id, handed out by its catalog."""
         async with self._tx() as db:
             await db.execute(
-                "INSERT INTO conveyor_queues (region, name, attributes, tags, created_s,"
-                " modified_s) VALUES ($1, $2, $3::jsonb, $4::jsonb, $5, $5)"
+                "INSERT INTO conveyor_queues (id, region, name, attributes, tags, created_s,"
+                " modified_s) VALUES (COALESCE($6, nextval(pg_get_serial_sequence("
+                "'conveyor_queues', 'id'))), $1, $2, $3::jsonb, $4::jsonb, $5, $5)"
                 " ON CONFLICT (region, name) DO NOTHING",
-                region, name, _json(attributes), _json(tags), now_s)
+                region, name, _json(attributes), _json(tags), now_s, queue_id)
             await db.execute("DELETE FROM conveyor_deleted_queues WHERE region=$1 AND name=$2",
                              region, name)
             row = await db.fetchrow("SELECT * FROM conveyor_queues WHERE region=$1 AND name=$2",
@@ -758,7 +786,10 @@ class PostgresStore:
                 queue.modified_s, queue.purged_s, queue.id)
 
     async def delete_queue(self, queue: QueueRecord, now_s: int,
-                           ending: QueueEnding | None = None) -> None:
+                           ending: QueueEnding | None = None, *,
+                           note_deleted: bool = True) -> None:
+        """As the Store's; without `note_deleted` (a queue moved to another shard) the
+        name is not noted as deleted."""
         ending = ending or QueueEnding()
         async with self._tx() as db:
             # The queue's row first: saves of its move tasks and moves into it, which lock
@@ -779,6 +810,8 @@ class PostgresStore:
                 queue.region, ending.lease_names, ending.lease_prefixes)
             await db.execute("DELETE FROM conveyor_workers WHERE worker_id = ANY($1::text[])",
                              ending.worker_ids)
+            if not note_deleted:
+                return
             await db.execute(
                 "INSERT INTO conveyor_deleted_queues VALUES ($1, $2, $3) ON CONFLICT (region,"
                 " name) DO UPDATE SET deleted_s=EXCLUDED.deleted_s", queue.region, queue.name,
@@ -796,11 +829,17 @@ class PostgresStore:
         if not messages:  # every entry of a batch failed its checks
             return []
         if not queue.fifo:  # one statement with other requests' sends (_coalesce.py)
-            return await self._sends.submit((queue, messages, now_ms))
+            sent = await self._sends.submit((queue, messages, now_ms))
+            if sent is None:
+                raise QueueElsewhere(f"queue {queue.id} is not in this store")
+            return sent
         sent: list[SentMessage] = []
         ready = 0
         async with self._tx() as db:
             await db.execute("SELECT pg_advisory_xact_lock($1)", queue.id)  # commit order
+            if self.fenced and not await db.fetchval(
+                    "SELECT 1 FROM conveyor_queues WHERE id=$1 FOR KEY SHARE", queue.id):
+                raise QueueElsewhere(f"queue {queue.id} is not in this store")
             for m in messages:
                 if m.dedup_key is not None:
                     dup = await db.fetchrow(
@@ -823,8 +862,9 @@ class PostgresStore:
         return sent
 
     async def _send_standard(self, calls: list[tuple[QueueRecord, list[NewMessage], int]]
-                             ) -> list[list[SentMessage]]:
-        """Sends to standard queues, one statement; to each call its messages' seqs."""
+                             ) -> list[list[SentMessage] | None]:
+        """Sends to standard queues, one statement; to each call its messages' seqs (None:
+        fenced, and its queue is not here)."""
         rows = [_insert_row(queue, m) for queue, messages, _ in calls for m in messages]
         ready: dict[int, int] = {}
         for queue, messages, now_ms in calls:
@@ -832,11 +872,12 @@ class PostgresStore:
                                                            for m in messages)
         payloads = [self._payload(queue_id, n) for queue_id, n in ready.items() if n]
         async with self._conn() as db:
-            seqs = await db.fetch(_SEND, *[list(column) for column in zip(*rows, strict=True)],
+            seqs = await db.fetch(_SEND_FENCED if self.fenced else _SEND,
+                                  *[list(column) for column in zip(*rows, strict=True)],
                                   self.channel, payloads)
         by_id = {r[1]: r[0] for r in seqs}
         return [[SentMessage(m.message_id, by_id[m.message_id]) for m in messages]
-                for _, messages, _ in calls]
+                if messages[0].message_id in by_id else None for _, messages, _ in calls]
 
     @contextlib.asynccontextmanager
     async def claim(self, queue: QueueRecord, max_messages: int, now_ms: int, cutoff_ms: int,
@@ -983,7 +1024,7 @@ class PostgresStore:
             yield _Held(db, {r[0]: (r[1], r[2]) for r in rows})
 
     @contextlib.asynccontextmanager
-    async def amend(self, seqs: list[int]) -> AsyncIterator[_Amend]:
+    async def amend(self, queue: QueueRecord, seqs: list[int]) -> AsyncIterator[_Amend]:
         async with self._tx() as db:
             rows = await db.fetch("SELECT seq, queue_id, receipt, dlq_source_arn, system FROM"
                                   " conveyor_messages WHERE seq = ANY($1::bigint[]) ORDER BY seq"
@@ -1059,7 +1100,7 @@ class PostgresStore:
                                   " queue_id=$1 AND dlq_source_arn IS NOT NULL", queue.id)
         return [r[0] for r in rows]
 
-    async def move(self, moves: list[tuple[int, int]], now_ms: int) -> int:
+    async def move(self, queue: QueueRecord, moves: list[tuple[int, int]], now_ms: int) -> int:
         async with self._conn() as db:
             # Only into queues that exist, locked against their deletion meanwhile.
             rows = await db.fetch(
@@ -1067,9 +1108,9 @@ class PostgresStore:
                 " FOR KEY SHARE) UPDATE conveyor_messages m SET queue_id=mv.dest, visible_at=$3,"
                 " receive_count=0, first_receive_ms=NULL, receipt=NULL, dlq_source_arn=NULL"
                 " FROM unnest($1::bigint[], $2::bigint[]) AS mv(seq, dest)"
-                " WHERE m.seq=mv.seq AND m.visible_at<=$3 AND mv.dest IN (SELECT id FROM live)"
-                " RETURNING m.seq",
-                [s for s, _ in moves], [d for _, d in moves], now_ms)
+                " WHERE m.seq=mv.seq AND m.queue_id=$4 AND m.visible_at<=$3"
+                " AND mv.dest IN (SELECT id FROM live) RETURNING m.seq",
+                [s for s, _ in moves], [d for _, d in moves], now_ms, queue.id)
         return len(rows)
 
     async def save_move_task(self, task: MoveTaskRecord) -> None:
@@ -1182,6 +1223,54 @@ class PostgresStore:
                                   " NULL OR source_queue_id=$1", source_queue_id)
         return [MoveTaskRecord(**orjson.loads(r["record"])) for r in rows]
 
+    # --- between shards (shards.py): messages copied in, then taken out ------------------
+
+    def transaction(self) -> contextlib.AbstractAsyncContextManager[asyncpg.Connection]:
+        """A pooled connection in a transaction, the driver's errors translated: for a
+        sharded store's own records (its catalog)."""
+        return self._tx()
+
+    async def next_queue_id(self) -> int:
+        """A queue id this database never handed out: a sharded store's catalog shard
+        hands out every shard's ids, so that each id names one queue wherever it lives."""
+        async with self._conn() as db:
+            return await db.fetchval(
+                "SELECT nextval(pg_get_serial_sequence('conveyor_queues', 'id'))")
+
+    async def put(self, queue_id: int, rows: list[tuple[StoredMessage, int]]) -> bool:
+        """Store these messages (each with its visible-at time) in the queue as they are
+        but for their seqs, new ones in the order given, if the queue's row is here
+        (locked against its deletion meanwhile); False, storing nothing, if it is not."""
+        async with self._tx() as db:
+            if not await db.fetchval("SELECT 1 FROM conveyor_queues WHERE id=$1 FOR KEY SHARE",
+                                     queue_id):
+                return False
+            if rows:
+                await db.execute(_PUT, queue_id, *[list(c) for c in zip(
+                    *[(*_copied(m), at) for m, at in rows], strict=True)])
+        return True
+
+    @contextlib.asynccontextmanager
+    async def take(self, queue: QueueRecord, limit: int, visible_by_ms: int | None = None,
+                   seqs: list[int] | None = None) -> AsyncIterator[_Taken]:
+        """Lock up to `limit` of the queue's messages in seq order (with `visible_by_ms`,
+        only those visible by then; with `seqs`, only those), skipping those others hold,
+        for the block: they are copied elsewhere, then `remove()`d, committed as the block
+        ends."""
+        async with self._tx() as db:
+            rows = await db.fetch(
+                f"SELECT {_COLUMNS}, visible_at FROM conveyor_messages WHERE queue_id=$1 AND"
+                " ($2::bigint IS NULL OR visible_at<=$2) AND ($4::bigint[] IS NULL OR"
+                " seq = ANY($4::bigint[])) ORDER BY seq LIMIT $3 FOR UPDATE SKIP LOCKED",
+                queue.id, visible_by_ms, limit, seqs)
+            yield _Taken(db, [(StoredMessage(*r[:-1]), r[-1]) for r in rows])
+
+    async def fence(self, queue_id: int) -> None:
+        """Delete the queue's row alone, waiting for the sends under way into it: sends
+        after it are refused (`fenced`), its messages stay to be taken away."""
+        async with self._conn() as db:
+            await db.execute("DELETE FROM conveyor_queues WHERE id=$1", queue_id)
+
 
 class _Claim:
     """Messages a claim took, on the claim's connection (in its transaction, if any)."""
@@ -1196,6 +1285,12 @@ class _Claim:
                           now_ms: int, systems: list[str | None] | None = None) -> None:
         await self.db.execute(_DEAD_LETTER, dead_letter_queue_id, now_ms, source_arn, seqs,
                               self.receipt, systems is not None, systems or [None] * len(seqs))
+
+
+    async def drop(self, seqs: list[int]) -> None:
+        """Delete these claimed messages (copied to another shard's dead-letter queue)."""
+        await self.db.execute("DELETE FROM conveyor_messages WHERE seq = ANY($1::bigint[])"
+                              " AND receipt=$2", seqs, self.receipt)
 
 
 class _SharedClaim(_Claim):
@@ -1214,6 +1309,26 @@ class _SharedClaim(_Claim):
         async with self.store._conn() as db:
             self.db = db
             await super().dead_letter(seqs, dead_letter_queue_id, source_arn, now_ms, systems)
+
+    async def drop(self, seqs: list[int]) -> None:
+        async with self.store._conn() as db:
+            self.db = db
+            await super().drop(seqs)
+
+
+class _Taken:
+    """Messages locked by `take`, with their visible-at times, in its transaction."""
+
+    __slots__ = ("db", "messages")
+
+    def __init__(self, db: asyncpg.Connection, messages: list[tuple[StoredMessage, int]]
+                 ) -> None:
+        self.db, self.messages = db, messages
+
+    async def remove(self, seqs: list[int] | None = None) -> None:
+        """Delete these of the messages taken (all, by default)."""
+        await self.db.execute("DELETE FROM conveyor_messages WHERE seq = ANY($1::bigint[])",
+                              [m.seq for m, _ in self.messages] if seqs is None else seqs)
 
 
 class _Held:
@@ -1244,6 +1359,18 @@ class _Amend:
 
 _LEASE_COLUMNS = "name, holder, version, expires_ms, data"
 
+# A message copied in from another shard: every column but its seq, as it was.
+_PUT_COLUMNS = ("message_id, body, md5_body, attributes, md5_attributes, system, sent_ms,"
+                " sender_id, receive_count, first_receive_ms, receipt, group_id, dedup_key,"
+                " dlq_source_arn, visible_at")
+_PUT = (
+    f"INSERT INTO conveyor_messages (queue_id, {_PUT_COLUMNS}) SELECT $1, {_PUT_COLUMNS}"
+    " FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],"
+    " $8::bigint[], $9::text[], $10::int[], $11::bigint[], $12::text[], $13::text[],"
+    f" $14::text[], $15::text[], $16::bigint[]) WITH ORDINALITY AS u({_PUT_COLUMNS}, n)"
+    " ORDER BY n"
+)
+
 _COUNT_FAILURE = (
     "INSERT INTO conveyor_sign_in_failures AS f VALUES ($1, 1, $2) ON CONFLICT (subject)"
     " DO UPDATE SET failures=f.failures+1, last_ms=GREATEST(f.last_ms, $2)"
@@ -1260,6 +1387,13 @@ _ADD_ACTIVITY = (
     " deleted=a.deleted+EXCLUDED.deleted, dead_lettered=a.dead_lettered+"
     "EXCLUDED.dead_lettered, failed=a.failed+EXCLUDED.failed,"
     " oldest_s=GREATEST(EXCLUDED.oldest_s, a.oldest_s)")
+
+
+def _copied(m: StoredMessage) -> tuple:
+    """A stored message's columns for _PUT, all but its seq."""
+    return (m.message_id, m.body, m.md5_body, m.attributes, m.md5_attributes, m.system,
+            m.sent_ms, m.sender_id, m.receive_count, m.first_receive_ms, m.receipt, m.group_id,
+            m.dedup_key, m.dlq_source_arn)
 
 
 def _insert_row(queue: QueueRecord, m: NewMessage) -> tuple:

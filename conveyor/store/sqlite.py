@@ -714,7 +714,7 @@ class SqliteStore:
                 found[seq] = (row[0], row[1])
         return found
 
-    def amend(self, seqs: list[int]) -> _Amend:
+    def amend(self, queue: QueueRecord, seqs: list[int]) -> _Amend:
         return _Amend(self, seqs)
 
     def _amendable_now(self, db: apsw.Connection, seqs: list[int]) -> dict[int, Annotated]:
@@ -830,7 +830,7 @@ class SqliteStore:
                                " AND dlq_source_arn IS NOT NULL", (queue.id,)).fetchall()
         return [r[0] for r in rows]
 
-    async def move(self, moves: list[tuple[int, int]], now_ms: int) -> int:
+    async def move(self, queue: QueueRecord, moves: list[tuple[int, int]], now_ms: int) -> int:
         """Move messages (seq → destination queue id) as fresh, visible messages."""
         async with self._write() as db:
             live = {dest for dest, in db.execute(
@@ -840,7 +840,8 @@ class SqliteStore:
             return sum(_changed(
                 db, "UPDATE messages SET queue_id=?, visible_at=?, receive_count=0,"
                 " first_receive_ms=NULL, receipt=NULL, dlq_source_arn=NULL"
-                " WHERE seq=? AND visible_at<=?", (dest, now_ms, seq, now_ms))
+                " WHERE seq=? AND queue_id=? AND visible_at<=?",
+                (dest, now_ms, seq, queue.id, now_ms))
                 for seq, dest in moves)
 
     async def save_move_task(self, task: MoveTaskRecord) -> None:

@@ -66,11 +66,12 @@ class AttemptLog:
         self._sqs, self._worker_id = sqs, worker_id
 
     def failed(self, queue_url: str, message: Message, outcome: Outcome) -> None:
-        """One failed attempt at `message` of the queue at `queue_url`: log it now, record
-        it with the message at the next flush."""
+        """One failed attempt at `message` of the queue at `queue_url`: log it now (at
+        DEBUG: the settlement's "job failed" line is the one people read), record it with
+        the message at the next flush."""
         reason, status = reason_of(outcome)
         head = answer_head(outcome.answer_head)
-        log.info("attempt failed: queue=%s message=%s status=%s reason=%s answer=%r%s",
+        log.debug("attempt failed: queue=%s message=%s status=%s reason=%s answer=%r%s",
                  self._queue_name, message.message_id, status or "-", reason, head,
                  f" ({outcome.detail})" if outcome.detail else "",
                  extra={"queue": self._queue_name, "message_id": message.message_id,

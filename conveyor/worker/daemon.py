@@ -489,12 +489,14 @@ class Worker:
                   "held": self._slots.capacity - self._slots.free,
                   "holding": len(self._jobs),  # received, not finished: busy for conveyor scale
                   "app_available": not self._outage.is_open,
-                "app_down_since": None if down_since_s is None else iso8601_utc(down_since_s),
-                "jobs_per_s": round(self.metrics.jobs_per_s(), 3),
+                  "app_down_since": None if down_since_s is None else iso8601_utc(down_since_s),
+                  "jobs_per_s": round(self.metrics.jobs_per_s(), 3),
                   "concurrency_limit": self._open.limit.current,
                   "processing_avg_s": self.metrics.processing_avg_s,
                   "processed": self.metrics.processed,  # jobs done, not attempts
-                "failed": self.metrics.failures}  # jobs dead-lettered or expired
+                  "failed": self.metrics.failures}  # jobs dead-lettered or expired
+        for hook in self.hooks:
+            report.update(hook.health())
         if isinstance(self.receiver, PartitionedReceiver):  # what each partition gave
             report["partitions"] = {name: {"received": count}
                                     for name, count in self.receiver.received.items()}

@@ -43,6 +43,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from conveyor.client import Message, SQSClient, SQSError, SQSTransportError
+from conveyor.client.attempts import answer_head
 from conveyor.clock import Clock
 from conveyor.runtime.hooks import PastRetention, TryLater, WorkerHook
 from conveyor.worker.attempts import AttemptLog
@@ -266,9 +267,11 @@ class Settlement:
         if held:
             after += f" (group {job.group}: {self.groups.behind(job.group or '')} behind it)"
         detail = f" ({outcome.detail})" if outcome.detail else ""
+        answer = answer_head(outcome.answer_head, 120)  # enough to tell why; all is kept
         log.warning("job failed: queue=%s message=%s status=%s time=%.3fs receive_count=%d "
-                    "%s%s", self.queue_name, message.message_id, outcome.status,
+                    "%s%s%s", self.queue_name, message.message_id, outcome.status,
                     outcome.elapsed_s, count, after, detail,
+                    f" answer={answer!r}" if answer else "",
                     extra=log_fields(self.queue_name, message,
                                      outcome="dead-letter" if final else "retry",
                                      status=outcome.status, receive_count=count,

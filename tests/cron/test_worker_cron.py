@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import sys
 import time
+import urllib.request
 import uuid
 from pathlib import Path
 
@@ -106,3 +108,34 @@ def test_worker_refuses_periodic_tasks_on_a_fifo_queue(tmp_path: Path,
     result = CliRunner().invoke(main, ["worker", "--worker-queue-url", queue_url,
                                        "--cron-lease", "etcd"])
     assert result.exit_code == 2 and "dynamodb:TABLE" in result.output
+
+
+def test_a_reload_that_breaks_the_cron_file_keeps_the_schedule_and_says_so_in_health(
+        sqs, queue_name, tmp_path) -> None:
+    """Issue 33: a cron.yaml broken while the worker runs keeps the last good schedule,
+    and /health names the file, the line and the problem until it is mended."""
+    url = make_queue(sqs, queue_name)
+    cron_file = write_cron(tmp_path / "cron.yaml", {"backup-job": "0 3 * * *"})
+    port = free_port()
+
+    def cron_health() -> dict:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as resp:
+            return json.loads(resp.read())["cron"]
+
+    async def scenario() -> None:
+        async with recording_app() as app, running_worker(
+                url, app.url, CronFile=str(cron_file), StatusPort=port):
+            assert await aio(cron_health) == {"file": str(cron_file), "tasks": 1,
+                                              "error": None}
+            cron_file.write_text("version: 1\ncron:\n - name: backup-job\n   url: /b\n"
+                                 "   schedule: '0 3 * *'\n")
+            await wait_until(lambda: aio(lambda: cron_health()["error"] is not None),
+                             what="the broken reload in /health")
+            broken = await aio(cron_health)
+            assert broken["tasks"] == 1  # the last good schedule, still in force
+            assert "line 5" in broken["error"] and "backup-job" in broken["error"]
+            write_cron(cron_file, {"backup-job": "0 3 * * *", "audit": "0 4 * * *"})
+            await wait_until(lambda: aio(lambda: cron_health() == {
+                "file": str(cron_file), "tasks": 2, "error": None}), what="the mended file")
+
+    run(scenario(), timeout_s=60)

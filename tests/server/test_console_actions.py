@@ -155,23 +155,31 @@ def test_edit_attributes_redrive_policy_and_tags(browser: Browser, sqs: Any,
     name = queue_name_of(url)
     page = f"/console/queues/us-east-1/{name}"
     shown = browser.get(page).text
-    assert "VisibilityTimeout = 30" in shown and 'action="/console/edit-tags"' in shown
+    assert 'name="VisibilityTimeout" type="number"' in shown and 'value="30"' in shown
+    assert 'action="/console/edit-tags"' in shown
     resp = _post(browser, "edit-queue", page, region="us-east-1", queue=name,
-                 attributes="VisibilityTimeout = 45\nDelaySeconds = 0",
-                 dlq=queue_name_of(dlq), max_receive_count="4")
+                 VisibilityTimeout="45", DelaySeconds="0", dlq=queue_name_of(dlq),
+                 max_receive_count="4")
     assert _done(resp) == {"done": "edited", "id": "RedrivePolicy, VisibilityTimeout"}
     attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
     assert attrs["VisibilityTimeout"] == "45"
     assert json.loads(attrs["RedrivePolicy"]) == {
         "deadLetterTargetArn": make_queue.arn_of(dlq), "maxReceiveCount": 4}
-    assert f'value="{queue_name_of(dlq)}"' in browser.get(page).text
+    assert f"<option selected>{queue_name_of(dlq)}</option>" in browser.get(page).text
     same = _post(browser, "edit-queue", page, region="us-east-1", queue=name,
-                 attributes="VisibilityTimeout = 45", dlq=queue_name_of(dlq),
-                 max_receive_count="4")
+                 VisibilityTimeout="45", dlq=queue_name_of(dlq), max_receive_count="4")
     assert _done(same) == {"done": "unchanged"}
-    bad = _post(browser, "edit-queue", page, region="us-east-1", queue=name,
-                attributes="VisibilityTimeout = 99999", dlq=queue_name_of(dlq))
-    assert bad.status == 400 and "InvalidAttributeValue" in bad.text
+    # 13 hours: past SetQueueAttributes' 43,200 s (12 h, AWS API reference). Refused by
+    # its field, the typed value kept, nothing set.
+    bad = _post(browser, "edit-queue", page, **{
+        "region": "us-east-1", "queue": name, "VisibilityTimeout": "13",
+        "VisibilityTimeout.unit": "h", "dlq": queue_name_of(dlq)})
+    assert bad.status == 400 and "Must be from 0 s to 12 h (0–43,200 s)" in bad.text
+    assert 'value="13"' in bad.text and "<option selected>h</option>" in bad.text
+    lines = _post(browser, "edit-queue", page, region="us-east-1", queue=name,
+                  attributes="VisibilityTimeout = 99999", dlq=queue_name_of(dlq))
+    assert lines.status == 400 and "Invalid value for the parameter VisibilityTimeout" in \
+        lines.text
     _done(_post(browser, "edit-queue", page, region="us-east-1", queue=name, dlq=""))
     attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
     assert "RedrivePolicy" not in attrs and attrs["VisibilityTimeout"] == "45"

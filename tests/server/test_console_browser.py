@@ -201,8 +201,7 @@ def test_an_operator_acts_from_the_console(server: ServerProcess, chromium: Any,
 
     # Edit an attribute and the tags after creation.
     page.click("summary:has-text('Edit attributes')")
-    page.fill("form[action='/console/edit-queue'] textarea[name=attributes]",
-              "VisibilityTimeout = 45")
+    page.fill("form[action='/console/edit-queue'] input[name=VisibilityTimeout]", "45")
     page.click("button:has-text('Save attributes')")
     page.wait_for_selector("text=Changed VisibilityTimeout.")
     assert sqs.get_queue_attributes(QueueUrl=source_url, AttributeNames=["All"])[

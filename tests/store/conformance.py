@@ -12,15 +12,34 @@ from typing import Any
 from conveyor.clock import ManualClock
 from conveyor.service import RequestContext, Service
 from conveyor.sqs.limits import STRICT
-from conveyor.store import journal, postgres, sqlite
+from conveyor.store import journal, postgres, shards, sqlite
+from tests.store.helpers import KINDS
 from tests.support import CREATED_SCHEMAS, POSTGRES_URL, require_postgres
 
 CTX = RequestContext("us-east-1", "000000000000", "http://localhost")
 
 
+# The stores the conformance suite runs on: beside every store kind, PostgreSQL sharded over
+# two schemas, each new queue on the other shard than the last, so that a queue and its
+# dead-letter queue live on different shards.
+CONFORMANCE_KINDS = [*KINDS, "sharded"]
+
+
+def alternating() -> Any:
+    """A placement rule for tests: each new queue on the next shard in turn."""
+    turn = iter(range(1 << 30))
+    return lambda region, name, names: names[next(turn) % len(names)]
+
+
 async def open_store(kind: str, tmp_path: Path, clock: ManualClock,
                      schema: str | None = None) -> Any:
     """A fresh store of `kind`; PostgreSQL in a schema of its own (or `schema`, shared)."""
+    if kind == "sharded":
+        members = {}
+        for name in ("a", "b"):
+            CREATED_SCHEMAS.append(own := "t_" + os.urandom(6).hex())
+            members[name] = postgres.PostgresStore(f"{POSTGRES_URL}?schema={own}", 4, clock)
+        return await shards.ShardedStore(members, alternating()).open()
     if kind == "sqlite":
         return sqlite.SqliteStore(tmp_path)
     if kind == "journal":
@@ -76,7 +95,7 @@ class Sqs:
 
 def run(kind: str, tmp_path: Path, scenario: Callable[[Sqs], Awaitable[None]]) -> None:
     """Run `scenario` against a service on a fresh store of `kind`, on a ManualClock."""
-    if kind == "postgresql":
+    if kind in ("postgresql", "sharded"):
         require_postgres()
 
     async def main() -> None:

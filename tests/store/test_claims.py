@@ -110,7 +110,8 @@ def test_movable_is_oldest_first_and_move_is_unconditional_but_for_visibility(
         await store.send(queue, [message("hidden", NOW - 30, NOW + 5)], NOW, 0)
         found = await store.movable(queue, 10, NOW, NOW - FAR)
         assert [m.body for m in found] == ["first", "second"]
-        assert await store.move([(found[0].seq, other.id), (found[1].seq, queue.id)], NOW) == 2
+        moves = [(found[0].seq, other.id), (found[1].seq, queue.id)]
+        assert await store.move(queue, moves, NOW) == 2
         assert [m.body for m in await store.movable(other, 10, NOW, NOW - FAR)] == ["first"]
 
     _run(kind, tmp_path, scenario)

@@ -14,8 +14,7 @@ from typing import Any
 import pytest
 
 from conveyor.sqs.errors import InvalidParameterValue
-from tests.store.conformance import CTX, Sqs, run
-from tests.store.helpers import KINDS
+from tests.store.conformance import CONFORMANCE_KINDS, CTX, Sqs, run
 
 RETENTION_S = 60  # the shortest SQS allows
 
@@ -28,7 +27,7 @@ def _redrive(dlq_arn: str, max_receive_count: int) -> dict[str, str]:
 # --- the three drifts --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", CONFORMANCE_KINDS)
 def test_expired_messages_take_no_place_in_a_receive(kind: str, tmp_path: Path) -> None:
     """A message past its retention period is gone ("Amazon SQS automatically deletes
     messages left in a queue longer than the retention period"), whether or not the sweep
@@ -45,7 +44,7 @@ def test_expired_messages_take_no_place_in_a_receive(kind: str, tmp_path: Path) 
     run(kind, tmp_path, scenario)
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", CONFORMANCE_KINDS)
 def test_a_message_is_never_moved_onto_its_own_queue(kind: str, tmp_path: Path) -> None:
     """A queue that is its own dead-letter queue: a move task sending its messages "back
     to their source" would put each onto the queue it is in. The task fails, saying why,
@@ -73,7 +72,7 @@ def test_a_message_is_never_moved_onto_its_own_queue(kind: str, tmp_path: Path) 
     run(kind, tmp_path, scenario)
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", CONFORMANCE_KINDS)
 def test_messages_move_oldest_first(kind: str, tmp_path: Path) -> None:
     """"Dead-letter queues redrive messages in the order they are received, starting with
     the oldest message": oldest by SentTimestamp, whatever order they were stored in (here
@@ -105,7 +104,7 @@ def test_messages_move_oldest_first(kind: str, tmp_path: Path) -> None:
 # --- retention ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", CONFORMANCE_KINDS)
 def test_an_expired_message_is_not_received_counted_or_moved_then_swept(kind: str,
                                                                         tmp_path: Path) -> None:
     async def scenario(sqs: Sqs) -> None:
@@ -126,7 +125,7 @@ def test_an_expired_message_is_not_received_counted_or_moved_then_swept(kind: st
     run(kind, tmp_path, scenario)
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", CONFORMANCE_KINDS)
 def test_a_message_one_millisecond_short_of_its_retention_is_received(kind: str,
                                                                       tmp_path: Path) -> None:
     async def scenario(sqs: Sqs) -> None:
@@ -139,7 +138,7 @@ def test_a_message_one_millisecond_short_of_its_retention_is_received(kind: str,
     run(kind, tmp_path, scenario)
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", CONFORMANCE_KINDS)
 def test_a_purge_takes_what_was_sent_before_it(kind: str, tmp_path: Path) -> None:
     async def scenario(sqs: Sqs) -> None:
         url = await sqs.create("q")
@@ -156,7 +155,7 @@ def test_a_purge_takes_what_was_sent_before_it(kind: str, tmp_path: Path) -> Non
 # --- maxReceiveCount ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", CONFORMANCE_KINDS)
 @pytest.mark.parametrize("fifo", [False, True], ids=["standard", "fifo"])
 def test_a_message_moves_when_its_receive_count_would_exceed_the_maximum(
         kind: str, fifo: bool, tmp_path: Path) -> None:
@@ -183,7 +182,7 @@ def test_a_message_moves_when_its_receive_count_would_exceed_the_maximum(
     run(kind, tmp_path, scenario)
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", CONFORMANCE_KINDS)
 @pytest.mark.parametrize("fifo", [False, True], ids=["standard", "fifo"])
 def test_dead_letters_keep_their_receive_count(kind: str, fifo: bool, tmp_path: Path) -> None:
     """A dead letter's ApproximateReceiveCount goes on from the source queue's ("the number
@@ -221,7 +220,7 @@ def test_dead_letters_keep_their_receive_count(kind: str, fifo: bool, tmp_path: 
     run(kind, tmp_path, scenario)
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", CONFORMANCE_KINDS)
 def test_dead_lettered_messages_take_their_place_in_a_receive(kind: str,
                                                                tmp_path: Path) -> None:
     """Each claim reads no more of a backlog than it could return: the messages it moves
@@ -243,7 +242,7 @@ def test_dead_lettered_messages_take_their_place_in_a_receive(kind: str,
 # --- visibility --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", CONFORMANCE_KINDS)
 def test_visibility_change_outcomes(kind: str, tmp_path: Path) -> None:
     """As real AWS answers (LocalStack's AWS-validated tests, tests/aws/services/sqs/
     test_sqs.py): a handle whose visibility ran out still changes it while nobody received
@@ -287,7 +286,7 @@ def test_visibility_change_outcomes(kind: str, tmp_path: Path) -> None:
     run(kind, tmp_path, scenario)
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", CONFORMANCE_KINDS)
 def test_visibility_timeout_zero_makes_a_fresh_handles_message_visible_at_once(
         kind: str, tmp_path: Path) -> None:
     """"...you can terminate the visibility timeout by calling ChangeMessageVisibility with
@@ -310,7 +309,7 @@ def test_visibility_timeout_zero_makes_a_fresh_handles_message_visible_at_once(
     run(kind, tmp_path, scenario)
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", CONFORMANCE_KINDS)
 def test_counts_follow_each_message_through_its_states(kind: str, tmp_path: Path) -> None:
     async def scenario(sqs: Sqs) -> None:
         url = await sqs.create("q")
@@ -330,7 +329,7 @@ def test_counts_follow_each_message_through_its_states(kind: str, tmp_path: Path
 # --- deletes -----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", CONFORMANCE_KINDS)
 def test_an_earlier_handle_deletes_on_a_standard_queue_only(kind: str,
                                                            tmp_path: Path) -> None:
     """On a standard queue the handle of an earlier receive deletes the message, and
@@ -380,7 +379,7 @@ async def _fifo(sqs: Sqs, *bodies: str, **attributes: Any) -> str:
     return url
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", CONFORMANCE_KINDS)
 def test_a_fifo_receive_takes_one_groups_messages_first(kind: str, tmp_path: Path) -> None:
     """test_fifo_receive_message_group_id_ordering: "even though we sent a message from
     group 2 in between messages of group 1, the messages arrive in order of the message
@@ -393,7 +392,7 @@ def test_a_fifo_receive_takes_one_groups_messages_first(kind: str, tmp_path: Pat
     run(kind, tmp_path, scenario)
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", CONFORMANCE_KINDS)
 def test_a_fifo_group_received_in_part_is_held_whole(kind: str, tmp_path: Path) -> None:
     """test_fifo_receive_message_visibility_timeout_shared_in_group: two of group 1's four
     messages received, the next receive gets group 2's; once both visibilities ran out,
@@ -410,7 +409,7 @@ def test_a_fifo_group_received_in_part_is_held_whole(kind: str, tmp_path: Path) 
     run(kind, tmp_path, scenario)
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", CONFORMANCE_KINDS)
 def test_a_fifo_receive_with_zero_visibility_releases_its_groups(kind: str,
                                                                  tmp_path: Path) -> None:
     """test_fifo_receive_message_with_zero_visibility_timeout: the groups a
@@ -425,7 +424,7 @@ def test_a_fifo_receive_with_zero_visibility_releases_its_groups(kind: str,
     run(kind, tmp_path, scenario)
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", CONFORMANCE_KINDS)
 @pytest.mark.parametrize("how", ["terminate", "change"])
 def test_a_fifo_group_comes_back_when_its_first_message_does(kind: str, how: str,
                                                              tmp_path: Path) -> None:
@@ -445,7 +444,7 @@ def test_a_fifo_group_comes_back_when_its_first_message_does(kind: str, how: str
     run(kind, tmp_path, scenario)
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", CONFORMANCE_KINDS)
 def test_deleting_a_fifo_groups_messages_releases_it(kind: str, tmp_path: Path) -> None:
     """test_fifo_message_group_visibility_after_delete (the order it marks "aws"); the
     second "g1-m2" is a duplicate by content and never enqueued."""
@@ -461,7 +460,7 @@ def test_deleting_a_fifo_groups_messages_releases_it(kind: str, tmp_path: Path) 
     run(kind, tmp_path, scenario)
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", CONFORMANCE_KINDS)
 def test_a_partly_deleted_fifo_group_stays_held(kind: str, tmp_path: Path) -> None:
     """test_fifo_message_group_visibility_after_partial_delete: one of the two received
     messages deleted, the other still in flight: the group stays held."""
@@ -475,7 +474,7 @@ def test_a_partly_deleted_fifo_group_stays_held(kind: str, tmp_path: Path) -> No
     run(kind, tmp_path, scenario)
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", CONFORMANCE_KINDS)
 def test_fifo_order_holds_after_a_timeout_and_a_queue_delay(kind: str, tmp_path: Path) -> None:
     """test_fifo_messages_in_order_after_timeout, test_fifo_queue_send_message_with_delay_
     on_queue_works and test_fifo_approx_number_of_messages."""
@@ -505,7 +504,7 @@ def test_fifo_order_holds_after_a_timeout_and_a_queue_delay(kind: str, tmp_path:
     run(kind, tmp_path, scenario)
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", CONFORMANCE_KINDS)
 def test_an_expired_fifo_message_neither_is_received_nor_holds_its_group(
         kind: str, tmp_path: Path) -> None:
     async def scenario(sqs: Sqs) -> None:
@@ -525,7 +524,7 @@ def test_an_expired_fifo_message_neither_is_received_nor_holds_its_group(
 # --- FIFO sends, purge, validation -------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", CONFORMANCE_KINDS)
 def test_a_fifo_send_takes_delay_seconds_zero_only(kind: str, tmp_path: Path) -> None:
     """DelaySeconds=0 on a FIFO queue is taken, the queue's delay applying (LocalStack's
     AWS-validated test_send_message_with_delay_0_works_for_fifo); any other value is
@@ -549,7 +548,7 @@ def test_a_fifo_send_takes_delay_seconds_zero_only(kind: str, tmp_path: Path) ->
     run(kind, tmp_path, scenario)
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", CONFORMANCE_KINDS)
 @pytest.mark.parametrize(("missing", "message"), [
     ("MessageGroupId", "The request must contain the parameter MessageGroupId."),
     ("MessageDeduplicationId", "The queue should either have ContentBasedDeduplication "
@@ -574,7 +573,7 @@ def test_a_fifo_batch_lacking_a_group_or_deduplication_id_fails_whole(
     run(kind, tmp_path, scenario)
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", CONFORMANCE_KINDS)
 def test_a_purge_clears_a_fifo_queues_deduplication_history(kind: str, tmp_path: Path) -> None:
     """LocalStack's AWS-validated test_purge_queue_clears_fifo_deduplication_cache: the
     same deduplication id sent after a purge is a new message."""
@@ -588,7 +587,7 @@ def test_a_purge_clears_a_fifo_queues_deduplication_history(kind: str, tmp_path:
     run(kind, tmp_path, scenario)
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", CONFORMANCE_KINDS)
 @pytest.mark.parametrize("name", ["q", "q.fifo"])
 @pytest.mark.parametrize("value", ["", "g" * 129, "QA-P3-ERR5 INTERIOR", "é"])
 def test_group_and_deduplication_ids_are_validated_on_both_queue_types(
@@ -630,7 +629,7 @@ def test_group_and_deduplication_ids_are_validated_on_both_queue_types(
     run(kind, tmp_path, scenario)
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", CONFORMANCE_KINDS)
 def test_a_receive_that_only_dead_letters_looks_again(kind: str, tmp_path: Path) -> None:
     """A receive whose claim went entirely to the dead-letter queue returns the visible
     messages after them instead of an empty answer ("When the ReceiveCount for a message
@@ -652,7 +651,7 @@ def test_a_receive_that_only_dead_letters_looks_again(kind: str, tmp_path: Path)
 # --- fair queues -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", CONFORMANCE_KINDS)
 def test_a_noisy_group_does_not_hold_back_the_others(kind: str, tmp_path: Path) -> None:
     """SQS fair queues: "In standard queues, using MessageGroupId enables fair queues. It is
     used to identify the tenant a message belongs to, helping maintain consistent message
@@ -680,7 +679,7 @@ def test_a_noisy_group_does_not_hold_back_the_others(kind: str, tmp_path: Path) 
     run(kind, tmp_path, scenario)
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", CONFORMANCE_KINDS)
 def test_fair_receives_take_turns_and_fill_up(kind: str, tmp_path: Path) -> None:
     """Single-message receives visit the groups in turn; a receive of ten fills up from
     the groups it found (oldest first within each), then from messages without a group."""
@@ -698,7 +697,7 @@ def test_fair_receives_take_turns_and_fill_up(kind: str, tmp_path: Path) -> None
     run(kind, tmp_path, scenario)
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", CONFORMANCE_KINDS)
 def test_switching_a_fifo_queue_to_high_throughput_keeps_delivering(kind: str,
                                                                     tmp_path: Path) -> None:
     """High throughput can be turned on for an existing FIFO queue (SQS Developer Guide,
@@ -726,7 +725,7 @@ def test_switching_a_fifo_queue_to_high_throughput_keeps_delivering(kind: str,
 # --- the console's delete of unreceived messages -----------------------------------------------
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", CONFORMANCE_KINDS)
 def test_a_message_no_receipt_names_is_dropped_and_a_received_one_left(
         kind: str, tmp_path: Path) -> None:
     """The console deletes a message never received (or a dead letter not received since

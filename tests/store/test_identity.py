@@ -393,7 +393,7 @@ def test_nothing_moves_into_a_deleted_queue_and_no_task_outlives_its_source(
             tally = await store.tally(queue, NOW, 0)
             assert (tally.get((True, False), 0), tally.get((False, True), 0)) == (1, 1)
             [left] = await store.movable(queue, 10, NOW, 0)
-            assert await store.move([(left.seq, gone.id)], NOW) == 0
+            assert await store.move(queue, [(left.seq, gone.id)], NOW) == 0
             assert [m.body for m in await store.movable(queue, 10, NOW, 0)] == [left.body]
             await store.save_move_task(MoveTaskRecord("h", gone.id, queue.id, None,
                                                       "RUNNING", NOW))

@@ -171,8 +171,8 @@ def test_no_statement_scans_or_sorts_the_messages_table(tmp_path: Path) -> None:
             await store.delete(queue, [Handle(m.seq, m.receipt or "") for m in taken], now)
             await counts(store, queue, now)
             await store.next_visible_ms(queue, now)
-            await store.move([(m.seq, queue.id) for m in await movable(store, queue, 10, now)],
-                             now)
+            moves = [(m.seq, queue.id) for m in await movable(store, queue, 10, now)]
+            await store.move(queue, moves, now)
             await store.purge(queue, now)
             await expire(store, now)
             await store.delete_queue(queue, now // 1000)

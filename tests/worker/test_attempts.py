@@ -225,13 +225,16 @@ def test_on_moto_attempts_are_logged_and_the_worker_carries_on(moto_sqs_url: str
                                          action="RecordAttempts", outcome="HTTP500")
         return ids, calls
 
-    with caplog.at_level(logging.INFO, logger="conveyor.worker"):
+    with caplog.at_level(logging.DEBUG, logger="conveyor.worker"):
         ids, calls = run(scenario())
     lines = [r.getMessage() for r in caplog.records]
     failed = [line for line in lines if line.startswith("attempt failed:")]
     assert sorted(failed) == sorted(
         f"attempt failed: queue={queue_name} message={message_id} status=500 "
         f"reason=http-500 answer='nope {n}'" for message_id in ids for n in (1, 2))
+    said = [line for line in lines if line.startswith("job failed:")]  # what people read
+    assert sorted(line.rsplit(" ", 1)[-1] for line in said) == ["1'", "1'", "2'", "2'"]
+    assert all("answer='nope " in line for line in said)
     assert len([line for line in lines if "does not keep attempts" in line]) == 1
     assert calls == 1  # refused once, then never asked again
 

@@ -6,14 +6,16 @@ a chart, the failure rate and dead-letter wiring (dead-letter queues holding mes
 marked), a form to create one, the workers that announce themselves (to any node) with
 a Drain button each, the autoscalers' decisions as a timeline (workers.py) and the recent
 console actions; `/console/queues/<region>/<name>` shows one queue: charts of its last
-hour, day or week (charts.py, counted by the service: activity.py, and kept in the store,
-so every node agrees), send, purge, delete, edit its attributes, redrive policy and
-tags, redrive its dead letters with live progress, its messages a page at a time or
-searched (looked at, never received), deleted (by receipt, or by the service's
-console-only drop when none names them) or moved, a selection at a time, to another queue
-or back where dead letters came from; `.../messages/<id>` shows one message whole, and
-for a dead letter why it died. Pages update their live parts every few seconds
-(static/console.js).
+hour, day or week (charts.py, counted by the service: activity.py, kept in the store so
+every node agrees), send, purge, delete, pause or resume its delivery, edit
+its attributes (typed: attribute_form.py), redrive policy and tags, redrive its dead
+letters with live progress, its messages a page at a time or searched (looked at, never
+received), deleted (by receipt, or by the service's console-only drop when none names
+them) or moved, a selection at a time, to another queue or back where dead letters came
+from, or everything matching a search at once (`.../bulk`: bulk.py);
+`.../messages/<id>` shows one message whole, for a dead letter why it died, and for one
+waiting out its back-off a button to retry it now. Pages update their live parts every
+few seconds (static/console.js).
 
 A server that checks signatures (access keys configured) first sends a browser to
 `/console/sign-in`, where an access key id and its secret key buy a session cookie
@@ -41,7 +43,7 @@ from urllib.parse import unquote
 
 from conveyor import __version__
 from conveyor.server.access import AccessKey
-from conveyor.server.console import auth
+from conveyor.server.console import auth, bulk
 from conveyor.server.console.actions import Action, Actions
 from conveyor.server.console.auth import CSRF_COOKIE, CSRF_FIELD, SIGN_IN, Session
 from conveyor.server.console.calls import Calls, Observe, Operator
@@ -86,12 +88,13 @@ class Console:
                                 count_sign_in)
         self.calls = Calls(service, observe)
         self.overview = Overview(service)
-        self.queue_page = QueuePage(service)
+        self.jobs = bulk.Jobs()
+        self.queue_page = QueuePage(service, self.jobs)
         # Every POST /console/<name>. Add buttons' actions here: _post guards them all, and
         # a page with a form embeds the token of self.auth.form_token(req, session).
         self.actions: dict[str, Action] = {
             "sign-in": self.auth.sign_in, "sign-out": self.auth.sign_out,
-            **Actions(service, self.calls, account_id, self.operator).table()}
+            **Actions(service, self.calls, account_id, self.operator, self.jobs).table()}
 
     def operator(self, session: Session | None) -> Operator:
         """Who acts: the session's access key (None without keys: an open console)."""
@@ -128,6 +131,8 @@ class Console:
             if len(parts) >= 3 and parts[0] == "queues" and parts[1] and plain_name(parts[1]):
                 if len(parts) == 3:
                     return await self.queue_page.page(v, parts[1], parts[2])
+                if len(parts) == 4 and parts[3] == "bulk":
+                    return await self.queue_page.bulk(v, parts[1], parts[2])
                 if len(parts) == 5 and parts[3] == "messages":
                     return await self.queue_page.message(v, parts[1], parts[2], parts[4])
         except StoreError as exc:

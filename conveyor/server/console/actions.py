@@ -14,13 +14,14 @@ from html import escape
 from typing import Any
 from urllib.parse import urlencode
 
-from conveyor.server.console import forms, messages, parts
+from conveyor.server.console import attribute_form, bulk, forms, messages, parts
 from conveyor.server.console.auth import CSRF_FIELD, Session
 from conveyor.server.console.calls import Calls, Operator
 from conveyor.server.console.forms import Form, FormError
 from conveyor.server.console.frame import PREFIX, redirect, render
 from conveyor.server.http import Request, Response
-from conveyor.service import RequestContext, Service
+from conveyor.service import QueueRecord, RequestContext, Service, StoredMessage
+from conveyor.service.inspect import backing_off
 from conveyor.service.messages import encode_handle
 from conveyor.service.validate import plain_name
 from conveyor.sqs.errors import SqsError
@@ -33,8 +34,9 @@ Handler = Callable[[Request, Form, Operator], Awaitable[Response]]
 
 class Actions:
     def __init__(self, service: Service, calls: Calls, account_id: str,
-                 operator_of: Callable[[Session | None], Operator]) -> None:
+                 operator_of: Callable[[Session | None], Operator], jobs: bulk.Jobs) -> None:
         self.service = service
+        self.jobs = jobs
         self.calls = calls
         self.account_id = account_id
         self.operator_of = operator_of
@@ -47,7 +49,9 @@ class Actions:
             "purge-queue": self.purge_queue, "delete-queue": self.delete_queue,
             "delete-messages": self.delete_messages, "redrive": self.redrive,
             "cancel-redrive": self.cancel_redrive, "drain-worker": self.drain_worker,
-            "move-messages": self.move_messages}
+            "move-messages": self.move_messages, "bulk-messages": self.bulk_messages,
+            "retry-now": self.retry_now, "pause-queue": self.pause_queue,
+            "resume-queue": self.resume_queue}
         return {name: self._guarded(h) for name, h in handlers.items()}
 
     def _guarded(self, handler: Handler) -> Action:
@@ -77,10 +81,21 @@ class Actions:
         return _to_queue(ctx.region, request["QueueName"], done="created")
 
     async def edit_queue(self, req: Request, form: Form, operator: Operator) -> Response:
-        """SetQueueAttributes with what the edit form changed (the redrive policy too)."""
+        """SetQueueAttributes with what the typed form changed (the redrive policy too);
+        values out of the service's ranges come back under their fields, nothing set."""
         ctx, name = self._ctx(req, form, operator), form.get("queue", "")
+        await self.calls.authorize(operator, ctx, "SetQueueAttributes",
+                                   {"QueueUrl": ctx.queue_url(name)})
         queue = await self.service.queue(ctx, name)
-        changes = forms.edited_attributes(form, ctx, queue.attributes)
+        changes, typed = attribute_form.changes(form, ctx, queue, self.service.limits)
+        if typed.errors:  # nothing set: the form again, as typed, each error by its field
+            picked = await attribute_form.candidates(self.service, queue, operator.sees)
+            again = parts.form("edit-queue", form.get(CSRF_FIELD, ""), {
+                "region": ctx.region, "queue": name},
+                attribute_form.fields(queue, typed, picked, self.service.limits))
+            return render(400, "Not done", "<p>Some values are not ones the queue takes: "
+                          f"nothing was changed. Back to {parts.queue_link(ctx.region, name)}"
+                          f"</p><h2>Edit attributes</h2>{again}")
         if not changes:
             return _to_queue(ctx.region, name, done="unchanged")
         await self.calls.call(operator, ctx, "SetQueueAttributes",
@@ -117,6 +132,18 @@ class Actions:
         await self.calls.call(operator, ctx, "DeleteQueue", {"QueueUrl": ctx.queue_url(name)})
         return redirect(f"{PREFIX}?{urlencode({'done': 'queue-deleted', 'id': name})}")
 
+    async def pause_queue(self, req: Request, form: Form, operator: Operator) -> Response:
+        """ConveyorQueues.PauseQueue: receives answer nothing until resumed."""
+        ctx, name = self._ctx(req, form, operator), form.get("queue", "")
+        await self.calls.call(operator, ctx, "PauseQueue", {"QueueUrl": ctx.queue_url(name)})
+        return _to_queue(ctx.region, name, done="paused")
+
+    async def resume_queue(self, req: Request, form: Form, operator: Operator) -> Response:
+        """ConveyorQueues.ResumeQueue: delivery again, parked long polls woken."""
+        ctx, name = self._ctx(req, form, operator), form.get("queue", "")
+        await self.calls.call(operator, ctx, "ResumeQueue", {"QueueUrl": ctx.queue_url(name)})
+        return _to_queue(ctx.region, name, done="resumed")
+
     # --- messages -------------------------------------------------------------------
 
     async def send_message(self, req: Request, form: Form, operator: Operator) -> Response:
@@ -126,17 +153,27 @@ class Actions:
         return _to_queue(ctx.region, name, done="sent", id=sent["MessageId"])
 
     async def delete_messages(self, req: Request, form: Form, operator: Operator) -> Response:
-        """The ticked messages (looked up, not received): those received since they arrived
-        by DeleteMessageBatch with their latest receipt, as any client deletes; the others,
-        which no receipt names, by the service's console-only drop, recorded like a call."""
+        """The ticked messages (looked up, not received), deleted as `_delete` says."""
         ctx, name = self._ctx(req, form, operator), form.get("queue", "")
-        url = ctx.queue_url(name)
-        await self.calls.authorize(operator, ctx, "DeleteMessage", {"QueueUrl": url})
+        await self.calls.authorize(operator, ctx, "DeleteMessage",
+                                   {"QueueUrl": ctx.queue_url(name)})
         ids = forms.selected(form)
         if not ids:
             raise FormError("Tick at least one message to delete.")
         queue = await self.service.queue(ctx, name)
         found = [m for m, _ in (await messages.find(self.service, queue, set(ids))).values()]
+        deleted = await self._delete(operator, ctx, queue, found)
+        left = len(ids) - deleted
+        return _to_queue(ctx.region, name, done="not-deleted" if left else "deleted-messages",
+                         n=deleted, m=left)
+
+    async def _delete(self, operator: Operator, ctx: RequestContext, queue: QueueRecord,
+                      found: list[StoredMessage]) -> int:
+        """Delete messages looked up (not received): those received since they arrived by
+        DeleteMessageBatch with their latest receipt, as any client deletes; the others,
+        which no receipt names, by the service's console-only drop, recorded like a call.
+        How many went."""
+        url = ctx.queue_url(queue.name)
         handles = [encode_handle(queue, m.seq, m.receipt) for m in found
                    if m.receipt is not None]
         deleted = 0
@@ -153,30 +190,98 @@ class Actions:
             self.calls.record(operator, ctx, "DeleteMessage", {"QueueUrl": url},
                               f"ok: {len(dropped)} not received, deleted by the console")
             deleted += len(dropped)
-        left = len(ids) - deleted
-        return _to_queue(ctx.region, name, done="not-deleted" if left else "deleted-messages",
-                         n=deleted, m=left)
+        return deleted
+
+    async def retry_now(self, req: Request, form: Form, operator: Operator) -> Response:
+        """Make a message waiting out its back-off (its latest delivery failed) visible
+        now: ChangeMessageVisibility to 0 with the receipt of that receive, checked and
+        run as the API runs it. One received since is the receiver's: the receipt is stale
+        and nothing changes."""
+        ctx, name = self._ctx(req, form, operator), form.get("queue", "")
+        message_id = form.get("message", "")
+        queue = await self.service.queue(ctx, name)
+        found = (await messages.find(self.service, queue, {message_id})).get(message_id)
+        now_ms = self.service.clock.now_ms()
+        if found is None or found[0].receipt is None or not backing_off(*found, now_ms):
+            raise FormError("This message is not waiting out a back-off (it is visible, "
+                            "gone, or being delivered again): nothing was changed.")
+        m = found[0]
+        await self.calls.call(operator, ctx, "ChangeMessageVisibility", {
+            "QueueUrl": ctx.queue_url(name), "VisibilityTimeout": 0,
+            "ReceiptHandle": encode_handle(queue, m.seq, m.receipt)})
+        return _to_queue(ctx.region, name, done="retried", id=message_id)
+
+    async def bulk_messages(self, req: Request, form: Form, operator: Operator) -> Response:
+        """Start a job that deletes, moves or redrives every message matching the filter
+        (bulk.py), once the queue's name or the count shown was typed. Checked here as the
+        selection's buttons are (DeleteMessage; StartMessageMoveTask between the queues),
+        and every call the job makes is checked again."""
+        ctx, name = self._ctx(req, form, operator), form.get("queue", "")
+        expected = form.get("expected", "")
+        if not name or form.get("confirm") not in (name, expected):
+            raise FormError("Type the queue's name or the count to confirm: nothing was "
+                            "changed.")
+        kind = form.get("kind", "")
+        if kind not in bulk.KINDS:
+            raise FormError("Choose to delete, move or redrive.")
+        f = bulk.Filter(form.get("search", ""), form.get("view") == messages.FAILING)
+        if not f.wanted and not f.failing:
+            raise FormError("Filter the messages first (to delete them all, purge).")
+        destination = form.get("destination", "").strip() if kind == "move" else ""
+        if kind == "move" and not destination:
+            raise FormError("Name the queue to move them to.")
+        queue = await self.service.queue(ctx, name)
+        act: bulk.Act
+        if kind == "delete":
+            await self.calls.authorize(operator, ctx, "DeleteMessage",
+                                       {"QueueUrl": ctx.queue_url(name)})
+
+            async def act(found: list[StoredMessage]) -> int:
+                return await self._delete(operator, ctx, queue, found)
+        else:
+            target = await self._move_target(operator, ctx, name, destination)
+
+            async def act(found: list[StoredMessage]) -> int:
+                return await self._move(operator, ctx, queue, found, target)
+        job = self.jobs.start(bulk.Job(
+            0, ctx.region, name, kind, f, destination,
+            int(expected) if expected.isdigit() else 0, operator.key_id,
+            self.service.clock.now_ms()), self.service, queue, act)
+        self.calls.record(operator, ctx, f"Bulk{bulk.KINDS[kind]}", {"QueueUrl": name},
+                          f"started: {f.describe()}")
+        return _to_queue(ctx.region, name, done="bulk-started", id=job.id)
+
+    async def _move_target(self, operator: Operator, ctx: RequestContext, name: str,
+                           destination: str) -> QueueRecord | None:
+        """The queue to move to (None: each dead letter back to its source), once the key
+        may start a move task between the two (StartMessageMoveTask's own check)."""
+        request: dict[str, Any] = {"SourceArn": ctx.queue_arn(name)}
+        if destination:
+            request["DestinationArn"] = ctx.queue_arn(destination)
+        await self.calls.authorize(operator, ctx, "StartMessageMoveTask", request)
+        return await self.service.queue(ctx, destination) if destination else None
+
+    async def _move(self, operator: Operator, ctx: RequestContext, queue: QueueRecord,
+                    found: list[StoredMessage], target: QueueRecord | None) -> int:
+        moved = await self.service.move_selected(queue, found, target, operator.key_id)
+        request = {"SourceArn": ctx.queue_arn(queue.name)}
+        self.calls.record(operator, ctx, "MoveMessages", request,
+                          f"ok: {moved} of {len(found)} moved by the console")
+        return moved
 
     async def move_messages(self, req: Request, form: Form, operator: Operator) -> Response:
         """Move the ticked messages (looked up, not received) to the queue typed, or each
         dead letter back to its source: allowed to a key that may start a move task
         between the two queues (StartMessageMoveTask's own check), recorded like a call."""
         ctx, name = self._ctx(req, form, operator), form.get("queue", "")
-        request: dict[str, Any] = {"SourceArn": ctx.queue_arn(name)}
-        destination_name = form.get("destination", "").strip()
-        if destination_name:
-            request["DestinationArn"] = ctx.queue_arn(destination_name)
-        await self.calls.authorize(operator, ctx, "StartMessageMoveTask", request)
+        destination = await self._move_target(operator, ctx, name,
+                                              form.get("destination", "").strip())
         ids = forms.selected(form)
         if not ids:
             raise FormError("Tick at least one message to move.")
         queue = await self.service.queue(ctx, name)
-        destination = (await self.service.queue(ctx, destination_name)
-                       if destination_name else None)
         found = [m for m, _ in (await messages.find(self.service, queue, set(ids))).values()]
-        moved = await self.service.move_selected(queue, found, destination, operator.key_id)
-        self.calls.record(operator, ctx, "MoveMessages", request,
-                          f"ok: {moved} of {len(ids)} moved by the console")
+        moved = await self._move(operator, ctx, queue, found, destination)
         return _to_queue(ctx.region, name, done="moved" if moved == len(ids) else "not-moved",
                          n=moved, m=len(ids) - moved)
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from conveyor.server import authz
 from conveyor.server.access import AccessKey
-from conveyor.service import RequestContext, Service, workers
+from conveyor.service import RequestContext, Service, controls, workers
 from conveyor.sqs import shapes
 from conveyor.sqs.errors import AccessDenied, SqsError
 
@@ -91,9 +91,9 @@ class Calls:
         started = time.perf_counter()
         outcome = "ok"
         try:
-            # Conveyor's own calls (DrainWorker) have no botocore model: the service checks
-            # them, as it does when they come over the wire.
-            checked = (request if action in workers.ACTIONS
+            # Conveyor's own calls (DrainWorker, PauseQueue...) have no botocore model: the
+            # service checks them, as it does when they come over the wire.
+            checked = (request if action in workers.ACTIONS + controls.ACTIONS
                        else shapes.json_checker(action)(request))
             ctx = operator.scoped(ctx)
             await operator.check(action, checked, ctx)

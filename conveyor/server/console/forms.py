@@ -54,30 +54,6 @@ def create_queue(form: Form, ctx: RequestContext) -> dict[str, Any]:
     return request
 
 
-# Queue attributes the edit form shows as `Name = value` lines (FIFO ones on FIFO queues):
-# one-line values; others (Policy, RedriveAllowPolicy) may be added as lines of their own.
-EDIT_FIELDS = ("VisibilityTimeout", "DelaySeconds", "MessageRetentionPeriod",
-               "ReceiveMessageWaitTimeSeconds", "MaximumMessageSize")
-EDIT_FIFO_FIELDS = ("ContentBasedDeduplication", "DeduplicationScope", "FifoThroughputLimit")
-
-
-def edited_attributes(form: Form, ctx: RequestContext,
-                      current: dict[str, str]) -> dict[str, str]:
-    """SetQueueAttributes' Attributes from the edit form: the lines whose value changed,
-    and RedrivePolicy from the dead-letter fields ("" removes it, as in SQS)."""
-    wanted = dict(pairs(form.get("attributes", "")))
-    dlq = form.get("dlq", "").strip()
-    if dlq:
-        wanted["RedrivePolicy"] = orjson.dumps({
-            "deadLetterTargetArn": ctx.queue_arn(dlq),
-            "maxReceiveCount": integer(form, "max_receive_count", 5)}).decode()
-    elif current.get("RedrivePolicy"):
-        wanted["RedrivePolicy"] = ""
-    return {k: v for k, v in wanted.items() if current.get(k, "") != v
-            and not (k == "RedrivePolicy" and v and current.get(k)
-                     and orjson.loads(v) == orjson.loads(current[k]))}
-
-
 def edited_tags(form: Form, current: dict[str, str]) -> tuple[dict[str, str], list[str]]:
     """(tags to set, keys to remove) that turn `current` into the form's `key = value`
     lines: TagQueue and UntagQueue."""

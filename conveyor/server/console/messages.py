@@ -19,7 +19,13 @@ from conveyor.server.console.frame import PREFIX, render
 from conveyor.server.console.visit import Visit
 from conveyor.server.http import Response
 from conveyor.service import Counts, QueueRecord, Service, StoredMessage
-from conveyor.service.inspect import attempts, death, message_attributes, system_attributes
+from conveyor.service.inspect import (
+    attempts,
+    backing_off,
+    death,
+    message_attributes,
+    system_attributes,
+)
 
 PAGE_SIZE = 50  # messages per page
 SCAN_LIMIT = 10_000  # messages read at most to page, search or find one
@@ -49,15 +55,13 @@ async def section(service: Service, v: Visit, queue: QueueRecord, counts: Counts
     failing = v.query.get("view") == FAILING
     if failing:  # the messages whose last recorded attempt failed, with why
         scanned = await service.peek(queue, SCAN_LIMIT)
-        shown = [p for p in scanned if attempts(p[0])
-                 and (not wanted or _matches(p[0], wanted) or wanted in _last_failure(p[0]))
-                 ][:PAGE_SIZE]
+        shown = [p for p in scanned if selects(p[0], wanted, failing)][:PAGE_SIZE]
         note = (f"{len(shown)}{'+' if len(shown) == PAGE_SIZE else ''} failing (their last "
                 f"recorded attempt failed){' and matching' if wanted else ''} among the "
                 f"next {len(scanned):,} of {total:,} messages.")
     elif wanted:
         scanned = await service.peek(queue, SCAN_LIMIT)
-        shown = [p for p in scanned if _matches(p[0], wanted)][:PAGE_SIZE]
+        shown = [p for p in scanned if selects(p[0], wanted, False)][:PAGE_SIZE]
         if not shown and len(scanned) == SCAN_LIMIT:  # an exact id, deeper
             deep = await service.find_message(queue, wanted)
             if deep is not None:
@@ -84,10 +88,25 @@ async def section(service: Service, v: Visit, queue: QueueRecord, counts: Counts
             note += (f" Page {asked:,} cannot be opened by number: numbers reach page "
                      f"{page:,}; follow next → from there to go deeper.")
     html = [_search_bar(v, queue, wanted, page, total, shown, failing), parts.muted(note)]
+    if (wanted or failing) and (can_delete or can_move):
+        every = parts.bulk_path(queue.region, queue.name, search=wanted,
+                                view=FAILING if failing else "")
+        html.append(f'<p><a href="{escape(every)}">Act on everything matching →</a> '
+                    '<span class="muted">(delete, move or redrive, counted through the '
+                    "whole queue)</span></p>")
     if shown:
         html.append(_table(v, queue, shown, service.clock.now_ms(), can_delete, can_move,
                            failing))
     return f'<section id="messages" data-live>{"".join(html)}</section>'
+
+
+def selects(m: StoredMessage, wanted: str, failing: bool) -> bool:
+    """Whether the filter (a search, the failing view, or both) takes message `m`: the
+    one test of the page's list and of the bulk actions on everything matching."""
+    if failing:
+        return bool(attempts(m)) and (not wanted or _matches(m, wanted)
+                                      or wanted in _last_failure(m))
+    return _matches(m, wanted)
 
 
 def _matches(m: StoredMessage, wanted: str) -> bool:
@@ -190,7 +209,7 @@ def _table(v: Visit, queue: QueueRecord, shown: list[Peeked], now_ms: int,
 
 
 async def page(service: Service, v: Visit, queue: QueueRecord, message_id: str,
-               can_delete: bool) -> Response:
+               can_delete: bool, can_retry: bool) -> Response:
     """One message, whole: body (pretty when JSON), attributes, receive count, state."""
     found = (await find(service, queue, {message_id})).get(message_id)
     back = parts.queue_link(queue.region, queue.name)
@@ -199,9 +218,17 @@ async def page(service: Service, v: Visit, queue: QueueRecord, message_id: str,
         return render(404, "Message not found", f"<p>No message {escape(message_id)} in "
                       f"{back} (it may have been deleted).</p>", who=v.who, header=v.header)
     now_ms = service.clock.now_ms()
+    retry = ""
     if found is not None:
         m, visible_at = found
         state = escape(parts.state(m, visible_at, now_ms))
+        if backing_off(m, visible_at, now_ms):
+            state += (' <span class="muted">(waiting out its back-off: its last delivery '
+                      "failed)</span>")
+            if can_retry:
+                retry = parts.form("retry-now", v.csrf, {
+                    "region": queue.region, "queue": queue.name, "message": m.message_id},
+                    "<button>Retry now</button>", css="inline")
     else:
         assert deep is not None
         m, state = deep, (f'<span class="muted">deeper than the next {SCAN_LIMIT:,}: '
@@ -223,7 +250,7 @@ async def page(service: Service, v: Visit, queue: QueueRecord, message_id: str,
     attrs = [[escape(k), escape(a.get("DataType", "")), _attribute_value(a)]
              for k, a in sorted(message_attributes(m).items())]
     body = [f"<p>{back} · <code>{escape(m.message_id)}</code></p>",
-            parts.table(["", ""], facts), "<h2>Body</h2>",
+            parts.table(["", ""], facts), retry, "<h2>Body</h2>",
             f"<pre>{escape(_pretty(m.body))}</pre>", "<h2>Message attributes</h2>",
             parts.table(["Name", "Type", "Value"], attrs) if attrs else parts.muted("none"),
             "<h2>Failed attempts</h2>", _attempts(m, now_ms)]

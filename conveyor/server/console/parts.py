@@ -16,6 +16,7 @@ from conveyor.server.console.auth import CSRF_FIELD
 from conveyor.server.console.frame import PREFIX
 from conveyor.service import Counts, QueueRecord, StoredMessage
 from conveyor.service.context import parse_arn
+from conveyor.service.controls import is_paused
 
 
 def table(headings: list[str], rows: Iterable[list[str]], numeric: tuple[int, ...] = (),
@@ -171,13 +172,28 @@ def form(action: str, csrf: str, fields: dict[str, str], inner_html: str,
             f"{hidden({CSRF_FIELD: csrf, **fields})}{inner_html}</form>")
 
 
-def confirm_by_name(name: str) -> str:
-    """An input the operator must fill in with `name` (checked again by the server), and
-    the button stays disabled until then (console.js)."""
-    return (f'<label>Type <code>{escape(name)}</code> to confirm<br>'
-            f'<input name="confirm" required autocomplete="off" data-confirm="{escape(name)}">'
-            "</label>")
+def confirm_by_name(name: str, also: str = "") -> str:
+    """An input the operator must fill in with `name` (or `also`, a count: as GitHub asks),
+    checked again by the server; the button stays disabled until then (console.js)."""
+    either = f" or <code>{escape(also)}</code>" if also else ""
+    other = f' data-confirm-also="{escape(also)}"' if also else ""
+    return (f"<label>Type <code>{escape(name)}</code>{either} to confirm<br>"
+            f'<input name="confirm" required autocomplete="off" data-confirm="{escape(name)}"'
+            f"{other}></label>")
+
+
+def bulk_path(region: str, name: str, **query: str | int) -> str:
+    """The page that acts on every message matching the queue page's filter."""
+    path = f"{queue_path(region, name)}/bulk"
+    shown = {k: v for k, v in query.items() if v not in ("", 0)}
+    return f"{path}?{urlencode(shown)}" if shown else path
 
 
 def notice(text: str, error: bool = False) -> str:
     return f'<p class="notice{" error" if error else ""}" role="status">{escape(text)}</p>'
+
+
+def paused_badge(queue: QueueRecord) -> str:
+    """A mark on a queue whose delivery is paused (ConveyorQueues.PauseQueue)."""
+    return (' <span class="badge paused" title="delivery paused: receives answer nothing '
+            'until it is resumed">paused</span>' if is_paused(queue) else "")

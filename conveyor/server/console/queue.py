@@ -6,21 +6,21 @@ from __future__ import annotations
 
 from html import escape
 
-import orjson
-
-from conveyor.server.console import charts, forms, messages, parts
+from conveyor.server.console import attribute_form, bulk, charts, messages, parts
 from conveyor.server.console.frame import PREFIX, render
 from conveyor.server.console.visit import Visit
 from conveyor.server.http import Response
 from conveyor.service import Counts, QueueRecord, RequestContext, Service
+from conveyor.service.controls import is_paused
 from conveyor.sqs.errors import SqsError
 
 MOVE_TASKS_SHOWN = 10  # ListMessageMoveTasks' most
 
 
 class QueuePage:
-    def __init__(self, service: Service) -> None:
+    def __init__(self, service: Service, jobs: bulk.Jobs) -> None:
         self.service = service
+        self.jobs = jobs
 
     async def page(self, v: Visit, region: str, name: str) -> Response:
         ctx = v.ctx(region)
@@ -44,7 +44,7 @@ class QueuePage:
         body = [f'<p><a href="{PREFIX}">All queues</a></p>', v.notice(),
                 f"<p>URL <code>{escape(ctx.queue_url(name))}</code><br>"
                 f"ARN <code>{escape(ctx.queue_arn(name))}</code></p>",
-                f'<section id="counts" data-live>{_counts(counts)}</section>',
+                f'<section id="counts" data-live>{_paused(queue)}{_counts(counts)}</section>',
                 '<section id="activity" data-live>' + await charts.queue_activity(
                     self.service, queue, v.query) + "</section>",
                 await self._actions(v, ctx, queue),
@@ -53,12 +53,11 @@ class QueuePage:
                 f"Come from: {parts.sources_cell(region, source_names)}</p>"]
         if source_names:
             body.append(await self._redrive_form(v, ctx, queue, source_names))
-        body.append(await _tasks(v, ctx, tasks["Results"], self.service.clock.now_ms()))
+        body.append(await _tasks(v, ctx, tasks["Results"], self.service.clock.now_ms(),
+                                 self.jobs.of(region, name)))
         body.append("<h2>Messages</h2>")
         if await v.may("ReceiveMessage", {"QueueUrl": name}, region):
-            can_delete = await v.may("DeleteMessage", {"QueueUrl": name}, region)
-            can_move = await v.may("StartMessageMoveTask", {"SourceArn": ctx.queue_arn(name)},
-                             region)
+            can_delete, can_move = await _may_change(v, ctx, name)
             body.append(await messages.section(self.service, v, queue, counts, can_delete,
                                                can_move))
         else:
@@ -67,7 +66,7 @@ class QueuePage:
         body += ["<h2>Attributes</h2>", '<section id="attributes" data-live>', parts.table(
             ["Name", "Value"], [[escape(k), parts.attribute_value(k, val)]
                                 for k, val in sorted(attributes.items())]), "</section>",
-                 await _edit_form(v, queue)]
+                 await _edit_form(v, self.service, queue)]
         body += ["<h2>Tags</h2>", parts.table(["Key", "Value"], [
             [escape(k), escape(val)] for k, val in sorted(queue.tags.items())])
             if queue.tags else parts.muted("none"), await _tags_form(v, queue)]
@@ -81,12 +80,31 @@ class QueuePage:
         except SqsError as error:
             return _not_found(v, error.message)
         can_delete = await v.may("DeleteMessage", {"QueueUrl": name}, region)
-        return await messages.page(self.service, v, queue, message_id, can_delete)
+        can_retry = await v.may("ChangeMessageVisibility", {"QueueUrl": name}, region)
+        return await messages.page(self.service, v, queue, message_id, can_delete, can_retry)
+
+    async def bulk(self, v: Visit, region: str, name: str) -> Response:
+        """Everything matching the list's filter: counted, and acted on once confirmed."""
+        if not await v.may("ReceiveMessage", {"QueueUrl": name}, region):
+            return _not_found(v, "Your access key may not look at this queue's messages.")
+        ctx = v.ctx(region)
+        try:
+            queue = await self.service.queue(ctx, name)
+        except SqsError as error:
+            return _not_found(v, error.message)
+        can_delete, can_move = await _may_change(v, ctx, name)
+        return await bulk.page(self.service, v, queue, can_delete, can_move)
 
     async def _actions(self, v: Visit, ctx: RequestContext, queue: QueueRecord) -> str:
         fields = {"region": queue.region, "queue": queue.name}
         request = {"QueueUrl": queue.name}
         out = []
+        toggle = "resume-queue" if is_paused(queue) else "pause-queue"
+        if await v.may("ResumeQueue" if is_paused(queue) else "PauseQueue", request,
+                       queue.region):
+            label = "Resume delivery" if is_paused(queue) else "Pause delivery"
+            out.append(parts.form(toggle, v.csrf, fields, f"<button>{label}</button>",
+                                  css="inline"))
         if await v.may("SendMessage", request, queue.region):
             out.append(parts.form("send-message", v.csrf, fields, _send_fields(queue)))
         if await v.may("PurgeQueue", request, queue.region):
@@ -120,27 +138,22 @@ class QueuePage:
             "<button>Start redrive</button></div>"))
 
 
-async def _edit_form(v: Visit, queue: QueueRecord) -> str:
-    """SetQueueAttributes: the common attributes as lines, the dead-letter queue apart."""
+async def _may_change(v: Visit, ctx: RequestContext, name: str) -> tuple[bool, bool]:
+    """Whether the key may delete the queue's messages, and move them elsewhere."""
+    return (await v.may("DeleteMessage", {"QueueUrl": name}, ctx.region),
+            await v.may("StartMessageMoveTask", {"SourceArn": ctx.queue_arn(name)},
+                        ctx.region))
+
+
+async def _edit_form(v: Visit, service: Service, queue: QueueRecord) -> str:
+    """SetQueueAttributes as a typed form (attribute_form.py)."""
     if not await v.may("SetQueueAttributes", {"QueueUrl": queue.name}, queue.region):
         return ""
-    names = forms.EDIT_FIELDS + (forms.EDIT_FIFO_FIELDS if queue.fifo else ())
-    lines = "\n".join(f"{n} = {queue.attributes[n]}" for n in names if n in queue.attributes)
-    dlq, count = "", ""
-    if queue.attributes.get("RedrivePolicy"):
-        policy = orjson.loads(queue.attributes["RedrivePolicy"])
-        dlq = str(policy.get("deadLetterTargetArn", "")).rsplit(":", 1)[-1]
-        count = str(policy.get("maxReceiveCount", ""))
-    return parts.form("edit-queue", v.csrf, {"region": queue.region, "queue": queue.name}, (
-        "<details><summary>Edit attributes</summary>"
-        '<label>Attributes <span class="muted">(<code>Name = value</code> a line; only '
-        'changed lines are set; add e.g. <code>RedriveAllowPolicy = {...}</code>)</span>'
-        f'<textarea name="attributes" rows="{len(names) + 1}">{escape(lines)}</textarea>'
-        '</label><label>Dead-letter queue <span class="muted">(empty: none)</span><br>'
-        f'<input name="dlq" value="{escape(dlq)}" autocomplete="off"></label>'
-        '<label>Receives before dead-lettering<br><input name="max_receive_count" '
-        f'inputmode="numeric" pattern="[0-9]*" placeholder="5" value="{escape(count)}">'
-        "</label><button>Save attributes</button></details>"))
+    picked = await attribute_form.candidates(service, queue, v.sees)
+    inner = attribute_form.fields(queue, attribute_form.current(queue), picked,
+                                  service.limits)
+    return parts.form("edit-queue", v.csrf, {"region": queue.region, "queue": queue.name},
+                      f"<details><summary>Edit attributes</summary>{inner}</details>")
 
 
 async def _tags_form(v: Visit, queue: QueueRecord) -> str:
@@ -173,14 +186,29 @@ def _send_fields(queue: QueueRecord) -> str:
             "<button>Send message</button></details>")
 
 
+def _paused(queue: QueueRecord) -> str:
+    if not is_paused(queue):
+        return ""
+    return parts.notice("Delivery paused: receives (and workers) get nothing from this "
+                        "queue until it is resumed; sends, deletes and moves go on.",
+                        error=True)
+
+
 def _counts(counts: Counts) -> str:
     return parts.table(["Visible", "In flight", "Delayed"], [parts.count_cells(counts)],
                        numeric=(0, 1, 2))
 
 
-async def _tasks(v: Visit, ctx: RequestContext, tasks: list[dict], now_ms: int) -> str:
-    if not tasks:
+async def _tasks(v: Visit, ctx: RequestContext, tasks: list[dict], now_ms: int,
+                 jobs: list[bulk.Job]) -> str:
+    """The queue's move tasks (redrive all) and this node's bulk jobs, with progress."""
+    if not tasks and not jobs:
         return '<section id="tasks" data-live></section>'
+    done = ("<h2>Bulk actions</h2>" + parts.table(
+        ["Status", "Done", "What", "Started", "Destination", "Failure"],
+        bulk.rows(jobs, now_ms))) if jobs else ""
+    if not tasks:
+        return f'<section id="tasks" data-live>{done}</section>'
     rows = []
     for t in tasks:
         moved = t["ApproximateNumberOfMessagesMoved"]
@@ -202,7 +230,8 @@ async def _tasks(v: Visit, ctx: RequestContext, tasks: list[dict], now_ms: int) 
                      escape(t.get("FailureReason", "")), cancel])
     table = parts.table(["Status", "Moved", "Rate (messages/s)", "Started", "Destination",
                          "Failure", ""], rows)
-    return f'<section id="tasks" data-live><h2>Message move tasks</h2>{table}</section>'
+    return (f'<section id="tasks" data-live><h2>Message move tasks</h2>{table}{done}'
+            "</section>")
 
 
 def _not_found(v: Visit, reason: str) -> Response:

@@ -30,6 +30,10 @@ NOTICES = {
     "moved": "Moved {n} message(s).",
     "not-moved": "Moved {n} message(s); {m} were gone, or received meanwhile and left to "
                  "their receiver.",
+    "paused": "Delivery paused: receives answer nothing until it is resumed.",
+    "resumed": "Delivery resumed.",
+    "retried": "Message {id} is visible now: the next receive takes it.",
+    "bulk-started": "Started: its progress is below.",
     "drain-requested": "Asked worker {id} to drain: it finishes its jobs, stops receiving "
                        "and exits at its next announcement.",
 }

@@ -33,13 +33,15 @@ function refreshLive() {
     .catch(() => {});
 }
 
-// A destructive button stays disabled until its form's `confirm` field holds the name.
+// A destructive button stays disabled until its form's `confirm` field holds the name
+// (or, where a count is offered too, the count).
 function wire(root) {
   for (const input of root.querySelectorAll("input[data-confirm]")) {
     const button = input.form && input.form.querySelector("button");
     if (!button || input.dataset.wired) continue;
     input.dataset.wired = "1";
-    const check = () => { button.disabled = input.value !== input.dataset.confirm; };
+    const wanted = [input.dataset.confirm, input.dataset.confirmAlso].filter(Boolean);
+    const check = () => { button.disabled = !wanted.includes(input.value); };
     input.addEventListener("input", check);
     check();
   }
