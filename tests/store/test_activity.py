@@ -15,8 +15,7 @@ from conveyor.clock import ManualClock
 from conveyor.service import Service
 from conveyor.service.activity import HOUR, RANGES
 from conveyor.sqs.limits import STRICT
-from tests.store.conformance import Sqs, open_store, run
-from tests.store.helpers import KINDS
+from tests.store.conformance import CONFORMANCE_KINDS, Sqs, open_store, run
 from tests.support import CREATED_SCHEMAS, require_postgres
 
 
@@ -40,7 +39,7 @@ async def _failing_queue(sqs: Sqs) -> tuple[str, str, int, int]:
     return url, dlq, queue.id, dead.id
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", CONFORMANCE_KINDS)
 def test_every_range_adds_up_what_was_counted_from_the_store(kind: str, tmp_path: Path
                                                              ) -> None:
     async def scenario(sqs: Sqs) -> None:
@@ -63,7 +62,7 @@ def test_every_range_adds_up_what_was_counted_from_the_store(kind: str, tmp_path
     run(kind, tmp_path, scenario)
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", CONFORMANCE_KINDS)
 def test_buckets_older_than_their_range_are_pruned(kind: str, tmp_path: Path) -> None:
     """The table cannot grow without limit: each span's buckets go once they are older
     than their chart's range, minutes after an hour, hours after 7 days."""
