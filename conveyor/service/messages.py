@@ -15,7 +15,7 @@ import orjson
 from conveyor.ids import UuidSequence
 from conveyor.service import attributes as attrs
 from conveyor.service import controls, rules, validate
-from conveyor.service.activity import DELETED, RECEIVED, SENT
+from conveyor.service.activity import DEAD_LETTERED, DELETED, RECEIVED, SENT
 from conveyor.service.base import ServiceBase
 from conveyor.service.context import RequestContext, parse_arn
 from conveyor.sqs.errors import (
@@ -294,6 +294,7 @@ class MessageActions(ServiceBase):
                                      "dead_letter_queue": dlq.name if dlq else None})
             if dlq is not None:
                 self.on_ready(dlq, len(redrive.moved))
+                self.counted(dlq, DEAD_LETTERED, len(redrive.moved), now_ms)
         self.counted(queue, RECEIVED, len(stored), now_ms)
         messages = [self._message_out(ctx, queue, m, plan) for m in stored]
         if self.log.isEnabledFor(logging.DEBUG):

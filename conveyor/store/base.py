@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 
 class StoreError(Exception):
@@ -222,6 +222,26 @@ class QueueEnding:
     failed_tasks: list[MoveTaskRecord] = field(default_factory=list)  # other queues' tasks
 
 
+class ActivityRow(NamedTuple):
+    """What a queue did in one bucket of time, for the console's charts (service/activity.py):
+    a row of the `activity` table."""
+
+    queue_id: int
+    span_min: int  # the minutes the bucket covers (1, 10 or 60: one per chart range)
+    minute: int  # its first minute, in minutes since the epoch
+    sent: int
+    received: int
+    deleted: int
+    dead_lettered: int  # messages that arrived in this queue as dead letters
+    failed: int  # failed attempts that workers recorded (RecordAttempts)
+    oldest_s: int | None  # the oldest waiting message's age, the most sampled; None: never
+
+
+# An ActivityRow as a store reads it back: a plain tuple in the same order (an overview reads
+# thousands; a named tuple each costs more than the rest of the read).
+ActivityTuple = tuple[int, int, int, int, int, int, int, int, int | None]
+
+
 @dataclass
 class LeaseRecord:
     name: str
@@ -375,16 +395,15 @@ class Store(Protocol):
         """(worker id, first seen ms, record) of the live workers, the oldest first; the
         expired ones are forgotten."""
 
-    # the console's charts on a shared store (service/activity.py); shared stores only
-    async def add_activity(self, rows: list[tuple[int, int, int, int, int, int | None]],
-                           prune_before_minute: int | None) -> None:
-        """Add each (queue id, minute, sent, received, deleted, oldest age s or None) to
-        the minute's counts (the age replaces the one kept, when given); then, given
-        `prune_before_minute`, forget the minutes before it."""
-    async def activity(self, queue_ids: list[int], from_minute: int
-                       ) -> list[tuple[int, int, int, int, int, int | None]]:
-        """(queue id, minute, sent, received, deleted, oldest age s or None) of these
-        queues' minutes from `from_minute` on."""
+    # the console's charts (service/activity.py)
+    async def add_activity(self, rows: list[ActivityRow],
+                           prune_before: list[tuple[int, int]]) -> None:
+        """Add each row's counts to its bucket's (the larger oldest age is kept); then,
+        for each (span_min, minute) of `prune_before`, forget that span's buckets that
+        begin before the minute."""
+    async def activity(self, queue_ids: list[int], span_min: int, from_minute: int
+                       ) -> list[ActivityTuple]:
+        """The rows of these queues' buckets of `span_min` from `from_minute` on."""
 
     # the console's sign-in throttle (service/signins.py): failures per subject
     async def sign_in_failures(self, subjects: list[str]) -> dict[str, tuple[int, int]]:

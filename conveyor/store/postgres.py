@@ -47,6 +47,8 @@ from conveyor.store._primary import Primary
 from conveyor.store.base import (
     OK,
     STALE,
+    ActivityRow,
+    ActivityTuple,
     Annotated,
     Handle,
     LeaseRecord,
@@ -243,6 +245,19 @@ CREATE INDEX conveyor_sign_in_failures_last ON conveyor_sign_in_failures (last_m
 -- (Queue ids were never reused here: a sequence hands each value out once.)
 DELETE FROM conveyor_move_tasks WHERE source_queue_id NOT IN (SELECT id FROM conveyor_queues);
 DELETE FROM conveyor_activity WHERE queue_id NOT IN (SELECT id FROM conveyor_queues);
+"""), (10, """
+-- The console's charts over 1 h, 24 h and 7 d (service/activity.py): a row per bucket of
+-- each range, minutes (span_min 1, the rows kept so far), 10 minutes and hours; buckets
+-- older than their range are pruned. Dead letters that arrived and failed attempts that
+-- workers recorded are charted too; oldest_s keeps the most sampled in a bucket.
+ALTER TABLE conveyor_activity
+    ADD COLUMN span_min       BIGINT NOT NULL DEFAULT 1,  -- the minutes a bucket covers
+    ADD COLUMN dead_lettered  BIGINT NOT NULL DEFAULT 0,  -- dead letters that arrived here
+    ADD COLUMN failed         BIGINT NOT NULL DEFAULT 0;  -- failed attempts recorded
+ALTER TABLE conveyor_activity DROP CONSTRAINT conveyor_activity_pkey,
+    ADD PRIMARY KEY (queue_id, span_min, minute);
+-- The once-a-minute prune finds a span's old buckets without reading every queue's.
+CREATE INDEX conveyor_activity_age ON conveyor_activity (span_min, minute);
 """)]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
@@ -1178,22 +1193,22 @@ class PostgresStore:
             await db.execute("DELETE FROM conveyor_sign_in_failures WHERE subject = ANY($1)",
                              subjects)
 
-    async def add_activity(self, rows: list[tuple[int, int, int, int, int, int | None]],
-                           prune_before_minute: int | None) -> None:
+    async def add_activity(self, rows: list[ActivityRow],
+                           prune_before: list[tuple[int, int]]) -> None:
         async with self._tx() as db:
             if rows:
                 await db.execute(_ADD_ACTIVITY, *(list(c) for c in zip(*rows, strict=True)))
-            if prune_before_minute is not None:
-                await db.execute("DELETE FROM conveyor_activity WHERE minute<$1",
-                                 prune_before_minute)
+            for span_min, minute in prune_before:
+                await db.execute("DELETE FROM conveyor_activity WHERE span_min=$1 AND"
+                                 " minute<$2", span_min, minute)
 
-    async def activity(self, queue_ids: list[int], from_minute: int
-                       ) -> list[tuple[int, int, int, int, int, int | None]]:
+    async def activity(self, queue_ids: list[int], span_min: int, from_minute: int
+                       ) -> list[ActivityTuple]:
         async with self._conn() as db:
-            rows = await db.fetch("SELECT queue_id, minute, sent, received, deleted, oldest_s"
-                                  " FROM conveyor_activity WHERE queue_id=ANY($1::bigint[])"
-                                  " AND minute>=$2", queue_ids, from_minute)
-        return [tuple(r) for r in rows]
+            rows = await db.fetch(f"SELECT {_ACTIVITY_COLUMNS} FROM conveyor_activity WHERE"
+                                  " queue_id=ANY($1::bigint[]) AND span_min=$2 AND minute>=$3",
+                                  queue_ids, span_min, from_minute)
+        return [tuple(r) for r in rows]  # type: ignore[misc]
 
     async def workers(self, now_ms: int) -> list[tuple[str, int, str]]:
         async with self._conn() as db:
@@ -1361,12 +1376,17 @@ _COUNT_FAILURE = (
     " DO UPDATE SET failures=f.failures+1, last_ms=GREATEST(f.last_ms, $2)"
     " RETURNING failures, last_ms"
 )
-# Many nodes' counts meet here: each adds its own; a sampled age replaces the one kept.
+# Many nodes' counts meet here: each adds its own; the larger sampled age is kept.
+_ACTIVITY_COLUMNS = ("queue_id, span_min, minute, sent, received, deleted, dead_lettered,"
+                     " failed, oldest_s")
 _ADD_ACTIVITY = (
-    "INSERT INTO conveyor_activity AS a SELECT * FROM unnest($1::bigint[], $2::bigint[],"
-    " $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[]) ON CONFLICT (queue_id, minute)"
+    f"INSERT INTO conveyor_activity AS a ({_ACTIVITY_COLUMNS}) SELECT * FROM unnest("
+    "$1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[],"
+    " $7::bigint[], $8::bigint[], $9::bigint[]) ON CONFLICT (queue_id, span_min, minute)"
     " DO UPDATE SET sent=a.sent+EXCLUDED.sent, received=a.received+EXCLUDED.received,"
-    " deleted=a.deleted+EXCLUDED.deleted, oldest_s=COALESCE(EXCLUDED.oldest_s, a.oldest_s)")
+    " deleted=a.deleted+EXCLUDED.deleted, dead_lettered=a.dead_lettered+"
+    "EXCLUDED.dead_lettered, failed=a.failed+EXCLUDED.failed,"
+    " oldest_s=GREATEST(EXCLUDED.oldest_s, a.oldest_s)")
 
 
 def _copied(m: StoredMessage) -> tuple:

@@ -39,6 +39,8 @@ import orjson
 from conveyor.store.base import (
     OK,
     STALE,
+    ActivityRow,
+    ActivityTuple,
     Annotated,
     Handle,
     LeaseRecord,
@@ -193,6 +195,25 @@ INSERT INTO sqlite_sequence (name, seq) SELECT 'queues', COALESCE(max(id), 0) FR
     UNION ALL SELECT max(json_extract(record, '$.destination_queue_id')) FROM move_tasks);
 -- Move tasks of queues deleted before this version: nothing can list or end them.
 DELETE FROM move_tasks WHERE source_queue_id NOT IN (SELECT id FROM queues);
+"""), (3, """
+-- The console's charts (service/activity.py): what each queue did, a row per bucket of
+-- each chart range (minutes for the last hour, 10 minutes for the last day, hours for the
+-- last 7 days), added to every few seconds; buckets older than their range are pruned,
+-- so a queue keeps at most a few hundred rows.
+CREATE TABLE activity (
+    queue_id       INTEGER NOT NULL,
+    span_min       INTEGER NOT NULL,            -- the minutes a bucket covers: 1, 10, 60
+    minute         INTEGER NOT NULL,            -- its first minute (epoch ms // 60,000)
+    sent           INTEGER NOT NULL DEFAULT 0,
+    received       INTEGER NOT NULL DEFAULT 0,
+    deleted        INTEGER NOT NULL DEFAULT 0,
+    dead_lettered  INTEGER NOT NULL DEFAULT 0,  -- dead letters that arrived here
+    failed         INTEGER NOT NULL DEFAULT 0,  -- failed attempts workers recorded
+    oldest_s       INTEGER,  -- the oldest waiting message's age, the most sampled; NULL: none
+    PRIMARY KEY (queue_id, span_min, minute)
+) WITHOUT ROWID;
+-- The once-a-minute prune finds a span's old buckets without reading every queue's.
+CREATE INDEX activity_age ON activity (span_min, minute);
 """)]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
@@ -200,7 +221,8 @@ SCHEMA_VERSION = MIGRATIONS[-1][0]
 # queue's deletion ends each (tests/store/test_identity.py compares this with the schema).
 TABLE_KINDS = {"queues": "queue", "deleted_queues": "deleted_queues", "messages": "messages",
                "dedup": "dedup", "move_tasks": "move_tasks", "leases": "leases",
-               "workers": "workers", "meta": "meta", "sign_in_failures": "sign_ins"}
+               "workers": "workers", "meta": "meta", "sign_in_failures": "sign_ins",
+               "activity": "activity"}
 
 _INSERT = (
     "INSERT INTO messages (seq, queue_id, message_id, body, md5_body, attributes,"
@@ -446,6 +468,7 @@ class SqliteStore:
             db.execute("DELETE FROM messages WHERE queue_id=?", (queue.id,))
             db.execute("DELETE FROM dedup WHERE queue_id=?", (queue.id,))
             db.execute("DELETE FROM move_tasks WHERE source_queue_id=?", (queue.id,))
+            db.execute("DELETE FROM activity WHERE queue_id=?", (queue.id,))
             db.executemany("UPDATE move_tasks SET record=? WHERE handle=?",
                            [(_json(t.__dict__), t.handle) for t in ending.failed_tasks])
             db.executemany("DELETE FROM leases WHERE region=? AND name=?",
@@ -901,8 +924,31 @@ class SqliteStore:
             db.executemany("DELETE FROM sign_in_failures WHERE subject=?",
                            [(s,) for s in subjects])
 
+    async def add_activity(self, rows: list[ActivityRow],
+                           prune_before: list[tuple[int, int]]) -> None:
+        async with self._write() as db:
+            db.executemany(_ADD_ACTIVITY, rows)
+            db.executemany("DELETE FROM activity WHERE span_min=? AND minute<?", prune_before)
+
+    async def activity(self, queue_ids: list[int], span_min: int, from_minute: int
+                       ) -> list[ActivityTuple]:
+        found: list[ActivityTuple] = []
+        for queue_id in queue_ids:  # one index range each
+            found += self.db.execute(
+                "SELECT * FROM activity WHERE queue_id=? AND span_min=? AND minute>=?",
+                (queue_id, span_min, from_minute)).fetchall()
+        return found
+
 
 _LEASE_COLUMNS = "name, holder, version, expires_ms, data"
+
+_ADD_ACTIVITY = (
+    "INSERT INTO activity VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT (queue_id, span_min, minute)"
+    " DO UPDATE SET sent=sent+excluded.sent, received=received+excluded.received,"
+    " deleted=deleted+excluded.deleted, dead_lettered=dead_lettered+excluded.dead_lettered,"
+    " failed=failed+excluded.failed, oldest_s=max(coalesce(oldest_s, excluded.oldest_s),"
+    " coalesce(excluded.oldest_s, oldest_s))"
+)
 
 _COUNT_FAILURE = (
     "INSERT INTO sign_in_failures VALUES (?1, 1, ?2) ON CONFLICT (subject) DO UPDATE SET"
