@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-from conveyor.store.base import ActivityRow, ActivityTuple
+from conveyor.store.base import ACTIVITY_SPANS_MIN, ActivityRow, ActivityTuple
 
 SENT, RECEIVED, DELETED, DEAD_LETTERED, FAILED = range(5)
 KINDS = ("sent", "received", "deleted", "dead_lettered", "failed")
@@ -51,6 +51,7 @@ RANGES = {r.name: r for r in (Range("1h", "the last hour", 1, 60),
                               Range("24h", "the last 24 hours", 10, 144),
                               Range("7d", "the last 7 days", 60, 168))}
 HOUR = RANGES["1h"]
+assert {r.span_min for r in RANGES.values()} == set(ACTIVITY_SPANS_MIN)  # what stores copy
 
 # A node's unsaved minute: (queue id, minute, sent, received, deleted, dead-lettered,
 # failed, oldest age s or None).

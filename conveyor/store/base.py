@@ -222,6 +222,10 @@ class QueueEnding:
     failed_tasks: list[MoveTaskRecord] = field(default_factory=list)  # other queues' tasks
 
 
+# The spans of the activity buckets the service keeps (service/activity.py's RANGES).
+ACTIVITY_SPANS_MIN = (1, 10, 60)
+
+
 class ActivityRow(NamedTuple):
     """What a queue did in one bucket of time, for the console's charts (service/activity.py):
     a row of the `activity` table."""
