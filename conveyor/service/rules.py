@@ -13,6 +13,7 @@ the ten messages it returns), the rule gives the store a number to compare with,
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -224,6 +225,68 @@ def fair_deal(runs: list[list[int]], limit: int) -> list[int]:
     return dealt
 
 
+# --- tenant limits (standard queues with message groups) ---------------------------------------
+#
+# Conveyor's own queue attributes (service/attributes.py) bound what receives hand out, in
+# the store's claim, so the bounds hold across every node and client sharing the store:
+# - ConveyorGroupConcurrency: a group with `cap` messages in flight (received, invisible,
+#   not deleted) gets no more until one is deleted or becomes visible again. A FIFO queue
+#   keeps its own cap of one (fifo_groups, fifo_run).
+# - ConveyorReceiveRate / ConveyorGroupReceiveRate: messages handed out per second by the
+#   queue, and by each group, each a token bucket with a burst. A bucket is kept as one
+#   number, its theoretical arrival time (GCRA, as in ATM networks' policing and in
+#   redis-cell): the bucket is full once `tat_ms` <= now; each message taken moves it
+#   one interval on; what is left is how far it may still go within the burst.
+# A queue under any group limit deals its grouped messages only through the fair deal,
+# each group within its room; the fill takes messages without a group alone, so no
+# unvisited group gets past its limit.
+
+
+@dataclass(frozen=True, slots=True)
+class Rate:
+    """A token bucket: `per_s` tokens a second, at most `burst` at once."""
+
+    per_s: float
+    burst: int
+
+    @property
+    def interval_ms(self) -> float:
+        return 1000.0 / self.per_s
+
+    def room(self, tat_ms: float | None, now_ms: int) -> int:
+        """Tokens available at `now_ms` in a bucket at `tat_ms` (None: never used: full)."""
+        if tat_ms is None or tat_ms <= now_ms:
+            return self.burst
+        # A hair of slack: float steps must not lose a token that is due.
+        return max(0, int((now_ms + self.burst * self.interval_ms - tat_ms)
+                          / self.interval_ms + 1e-9))
+
+    def spend(self, tat_ms: float | None, now_ms: int, taken: int) -> float:
+        """The bucket after `taken` tokens went at `now_ms` (a negative `taken` gives
+        unused ones back)."""
+        start = now_ms if tat_ms is None else max(tat_ms, now_ms)
+        return start + taken * self.interval_ms
+
+    def ready_ms(self, tat_ms: float | None, now_ms: int, wanted: int) -> int:
+        """When the bucket holds `wanted` tokens (at most its burst) again."""
+        if tat_ms is None:
+            return now_ms
+        wanted = min(max(wanted, 1), self.burst)
+        return max(now_ms, math.ceil(tat_ms + (wanted - self.burst) * self.interval_ms))
+
+
+def group_room(cap: int, rate: Rate | None, in_flight: int, tat_ms: float | None,
+               now_ms: int, limit: int) -> int:
+    """How many messages a receive may take from one group: within `cap` messages in
+    flight (0: no cap) and the group's bucket (None: no rate), at most `limit`."""
+    room = limit
+    if cap:
+        room = min(room, max(0, cap - in_flight))
+    if rate is not None:
+        room = min(room, rate.room(tat_ms, now_ms))
+    return room
+
+
 # --- moving (StartMessageMoveTask) ---------------------------------------------------------------
 
 # Messages to move are taken oldest first: "Dead-letter queues redrive messages in the order
@@ -248,6 +311,29 @@ class Picking:
 
     fifo_scan: int
     fair_groups: int
+    group_cap: int = 0  # ConveyorGroupConcurrency: most in flight per group; 0 = no cap
+    group_rate: Rate | None = None  # ConveyorGroupReceiveRate's bucket per group
+
+    @property
+    def group_limited(self) -> bool:
+        """Whether each group's room must be known before its messages are dealt."""
+        return bool(self.group_cap) or self.group_rate is not None
+
+    def group_room(self, in_flight: int, tat_ms: float | None, now_ms: int,
+                   limit: int) -> int:
+        return group_room(self.group_cap, self.group_rate, in_flight, tat_ms, now_ms, limit)
+
+    def group_spent(self, tat_ms: float | None, now_ms: int, taken: int) -> float | None:
+        """A group's bucket after `taken` went (None: the queue has no group rate)."""
+        if self.group_rate is None:
+            return None
+        return self.group_rate.spend(tat_ms, now_ms, taken)
+
+    def group_ready_ms(self, tat_ms: float | None, now_ms: int) -> int | None:
+        """When a group out of tokens has one again (None: no group rate)."""
+        if self.group_rate is None:
+            return None
+        return self.group_rate.ready_ms(tat_ms, now_ms, 1)
 
     def fifo_groups(self, walk: Iterable[tuple[int, str, int, int | None]],
                     limit: int) -> list[tuple[str, int]]:
@@ -260,7 +346,8 @@ class Picking:
         return fair_deal(runs, limit)
 
 
-def picking() -> Picking:
-    """The claim rules with today's bounds (read at each call: tests lower them)."""
-    return Picking(FIFO_SCAN, FAIR_GROUPS)
+def picking(group_cap: int = 0, group_rate: Rate | None = None) -> Picking:
+    """The claim rules with today's bounds (read at each call: tests lower them) and the
+    queue's group limits."""
+    return Picking(FIFO_SCAN, FAIR_GROUPS, group_cap, group_rate)
 
