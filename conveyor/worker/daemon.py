@@ -259,7 +259,8 @@ class Worker:
                 self._batches, self.config.batch_size, self.settlement, post=self._post,
                 deliverer=self._deliverer, slots=self._slots, open_posts=self._open,
                 steps=self._steps,
-                past_retention=lambda m: self._retention.expired_age_s(m) is not None)
+                past_retention=lambda m: self._retention.expired_age_s(m) is not None,
+                window_s=self.config.batching_window)
         for hook in self.hooks:
             await hook.start(sqs, url)
         self.presence = Presence(sqs, self.queue_name, self._announced_status, clock=clock,
@@ -377,7 +378,10 @@ class Worker:
                 self.settlement.accept(messages, started)
                 await asyncio.sleep(0)  # let the dispatchers start these POSTs before we
                 # spend CPU signing the next receive
-            early = self.clock.monotonic_s() - started < received.wait_s / 2
+            if received.retry_after_s:  # the queue's limits said when (receiver.py)
+                await self._pause(received.retry_after_s)
+            early = (self.clock.monotonic_s() - started < received.wait_s / 2
+                     and not received.retry_after_s)  # its pause is done
             await self._idle.after_poll(len(messages), self._batch, early)
 
     def _log_poll_error(self, exc: Exception) -> None:
