@@ -13,12 +13,12 @@ the ten messages it returns), the rule gives the store a number to compare with,
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import orjson
 
+from conveyor.ratelimit import Rate
 from conveyor.store.base import OK, STALE, Counts, QueueRecord, StoredMessage
 
 # How many visible messages a FIFO receive walks, at most, looking for available groups:
@@ -236,43 +236,12 @@ def fair_deal(runs: list[list[int]], limit: int) -> list[int]:
 #   queue, and by each group, each a token bucket with a burst. A bucket is kept as one
 #   number, its theoretical arrival time (GCRA, as in ATM networks' policing and in
 #   redis-cell): the bucket is full once `tat_ms` <= now; each message taken moves it
-#   one interval on; what is left is how far it may still go within the burst.
+#   one interval on; what is left is how far it may still go within the burst
+#   (conveyor/ratelimit.py, shared with the worker, which applies a rate itself where
+#   the server cannot).
 # A queue under any group limit deals its grouped messages only through the fair deal,
 # each group within its room; the fill takes messages without a group alone, so no
 # unvisited group gets past its limit.
-
-
-@dataclass(frozen=True, slots=True)
-class Rate:
-    """A token bucket: `per_s` tokens a second, at most `burst` at once."""
-
-    per_s: float
-    burst: int
-
-    @property
-    def interval_ms(self) -> float:
-        return 1000.0 / self.per_s
-
-    def room(self, tat_ms: float | None, now_ms: int) -> int:
-        """Tokens available at `now_ms` in a bucket at `tat_ms` (None: never used: full)."""
-        if tat_ms is None or tat_ms <= now_ms:
-            return self.burst
-        # A hair of slack: float steps must not lose a token that is due.
-        return max(0, int((now_ms + self.burst * self.interval_ms - tat_ms)
-                          / self.interval_ms + 1e-9))
-
-    def spend(self, tat_ms: float | None, now_ms: int, taken: int) -> float:
-        """The bucket after `taken` tokens went at `now_ms` (a negative `taken` gives
-        unused ones back)."""
-        start = now_ms if tat_ms is None else max(tat_ms, now_ms)
-        return start + taken * self.interval_ms
-
-    def ready_ms(self, tat_ms: float | None, now_ms: int, wanted: int) -> int:
-        """When the bucket holds `wanted` tokens (at most its burst) again."""
-        if tat_ms is None:
-            return now_ms
-        wanted = min(max(wanted, 1), self.burst)
-        return max(now_ms, math.ceil(tat_ms + (wanted - self.burst) * self.interval_ms))
 
 
 def group_room(cap: int, rate: Rate | None, in_flight: int, tat_ms: float | None,

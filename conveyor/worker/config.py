@@ -50,6 +50,8 @@ class WorkerConfig:
     idle_backoff_max: float = 5.0
     batch_size: int = 0
     batching_window: float = 0.0
+    receive_rate: float = 0.0
+    receive_burst: int = 0
     health_check_path: str = ""
     signing_secret: str = ""
     status_port: int = 0
