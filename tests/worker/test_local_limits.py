@@ -18,6 +18,7 @@ import time
 
 from aiohttp import web
 
+from tests.cluster.test_tenant_limits import most_ahead_of_the_rate
 from tests.worker.conftest import (
     Recorded,
     aio,
@@ -56,7 +57,6 @@ def test_a_worker_applies_its_receive_rate_where_the_server_cannot(sqs, queue_na
     with caplog.at_level(logging.INFO, logger="conveyor.worker.daemon"):
         began = run(scenario())
     assert len(starts) == MESSAGES
-    ahead = max(n - RATE * (at - began) for n, at in enumerate(sorted(starts), start=1))
-    assert ahead <= BURST
+    assert most_ahead_of_the_rate(starts, began, RATE) <= BURST
     said = [r.getMessage() for r in caplog.records if "ReceiveRate" in r.getMessage()]
     assert len(said) == 1 and "this worker applies ReceiveRate=10/s (burst 3)" in said[0]
