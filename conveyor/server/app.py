@@ -288,6 +288,8 @@ class App:
             result = await self._long_poll(ctx, poll, req.client_gone)
         if poll.answer_extra and result is not None:
             result = {**result, **poll.answer_extra}
+        if call.action == polls.ACTION and result is not None:
+            result = poll.hinted(result, self.service.clock.now_ms())
         return result
 
     async def _long_poll(self, ctx: RequestContext, poll: polls.PollPlan,

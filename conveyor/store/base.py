@@ -123,6 +123,28 @@ class Picking(Protocol):
 
     fifo_scan: int  # a FIFO walk stops after this many messages
     fair_groups: int  # a fair receive visits at most this many groups
+    group_cap: int  # most messages in flight per group (0: no cap)
+    group_rate: object | None  # the groups' receive rate, if any
+
+    @property
+    def group_limited(self) -> bool:
+        """Whether a fair receive must know each group's room before dealing it: then
+        each group gives at most its room and the fill takes ungrouped messages only."""
+        ...
+
+    def group_room(self, in_flight: int, tat_ms: float | None, now_ms: int,
+                   limit: int) -> int:
+        """How many messages a group with `in_flight` messages in flight and its bucket at
+        `tat_ms` (None: full) may give a receive at `now_ms`, at most `limit`."""
+        ...
+
+    def group_spent(self, tat_ms: float | None, now_ms: int, taken: int) -> float | None:
+        """A group's bucket after `taken` messages went (None: no group rate)."""
+        ...
+
+    def group_ready_ms(self, tat_ms: float | None, now_ms: int) -> int | None:
+        """When a group out of tokens has one again (None: no group rate)."""
+        ...
 
     def fifo_groups(self, walk: Iterable[tuple[int, str, int, int | None]],
                     limit: int) -> list[tuple[str, int]]:
@@ -139,6 +161,14 @@ class Picking(Protocol):
         ...
 
 
+class Bucket(Protocol):
+    """A token bucket's rule (service/rules.py, Rate), kept by a store as one number."""
+
+    def room(self, tat_ms: float | None, now_ms: int) -> int: ...
+    def spend(self, tat_ms: float | None, now_ms: int, taken: int) -> float: ...
+    def ready_ms(self, tat_ms: float | None, now_ms: int, wanted: int) -> int: ...
+
+
 class Claim(Protocol):
     """What a receive took, locked until the claim's block ends: `messages`, in the order
     to return them, already received (in flight until the claim's visible-at time, their
@@ -146,6 +176,8 @@ class Claim(Protocol):
     decides what becomes of each (service/rules.py) and applies it here."""
 
     messages: list[StoredMessage]
+    # When a group its receive rate held back has a token again (None: none was held).
+    retry_ms: int | None
 
     async def dead_letter(self, seqs: list[int], dead_letter_queue_id: int, source_arn: str,
                           now_ms: int, systems: list[str | None] | None = None) -> None:
@@ -349,6 +381,12 @@ class Store(Protocol):
         """How many messages sent after `cutoff_ms` are (due, received) at `now_ms`."""
         ...
     async def next_visible_ms(self, queue: QueueRecord, now_ms: int) -> int | None: ...
+    async def take_tokens(self, queue: QueueRecord, wanted: int, now_ms: int,
+                          rate: Bucket) -> tuple[int, int]:
+        """Take up to `wanted` tokens of the queue's own receive-rate bucket (a negative
+        `wanted`: give that many back), atomically across nodes: (tokens taken, when the
+        bucket holds `wanted` again)."""
+        ...
     async def expire(self, cutoffs: dict[int, int], now_ms: int) -> int:
         """Delete each queue's messages sent at or before its cut-off (queue id -> ms), the
         messages of queues that no longer exist, and deduplication entries expired by

@@ -39,6 +39,7 @@ from conveyor.store._placement import Catalog, Placement, set_up_shard, shard_fo
 from conveyor.store.base import (
     ActivityRow,
     ActivityTuple,
+    Bucket,
     Handle,
     LeaseRecord,
     MoveTaskRecord,
@@ -316,6 +317,10 @@ class ShardedStore:
                               picking) as claim:
             yield _ShardClaim(self, home, claim)
 
+    async def take_tokens(self, queue: QueueRecord, wanted: int, now_ms: int,
+                          rate: Bucket) -> tuple[int, int]:
+        return await (await self.home(queue)).take_tokens(queue, wanted, now_ms, rate)
+
     async def delete(self, queue: QueueRecord, handles: list[Handle],
                      in_flight_after_ms: int | None = None, *,
                      any_receipt: bool = False) -> list[str]:
@@ -511,6 +516,11 @@ class _ShardClaim:
     def __init__(self, store: ShardedStore, home: PostgresStore, inner: Any) -> None:
         self.store, self.home, self.inner = store, home, inner
         self.messages: list[StoredMessage] = inner.messages
+
+    @property
+    def retry_ms(self) -> int | None:
+        """As the shard's claim says (a rate held it back)."""
+        return self.inner.retry_ms
 
     async def dead_letter(self, seqs: list[int], dead_letter_queue_id: int, source_arn: str,
                           now_ms: int, systems: list[str | None] | None = None) -> None:
