@@ -129,10 +129,10 @@ class App:
         self._tasks = [asyncio.create_task(self._every(EXPIRE_EVERY_S, self._expire)),
                        asyncio.create_task(self._every(MOVE_EVERY_S, self._move)),
                        asyncio.create_task(self._every(SKEW_EVERY_S, self._follow_skew)),
-                       asyncio.create_task(self._every(SAMPLE_EVERY_S, self._sample))]
-        if self.service.shared:  # every node draws the charts from the store
-            self._tasks.append(asyncio.create_task(
-                self._every(ACTIVITY_SAVE_EVERY_S, self.service.save_activity)))
+                       asyncio.create_task(self._every(SAMPLE_EVERY_S, self._sample)),
+                       # the charts' figures go to the store (every node draws from there)
+                       asyncio.create_task(self._every(ACTIVITY_SAVE_EVERY_S,
+                                                       self.service.save_activity))]
 
     def stop(self) -> None:
         """Stop sweeping; answer parked long polls now (empty) so clients move on."""
@@ -288,6 +288,8 @@ class App:
             result = await self._long_poll(ctx, poll, req.client_gone)
         if poll.answer_extra and result is not None:
             result = {**result, **poll.answer_extra}
+        if call.action == polls.ACTION and result is not None:
+            result = poll.hinted(result, self.service.clock.now_ms())
         return result
 
     async def _long_poll(self, ctx: RequestContext, poll: polls.PollPlan,

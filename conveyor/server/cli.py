@@ -297,6 +297,8 @@ async def serve(settings: dict[str, Any]) -> None:
         await http.stop()
         if metrics_listener is not None:
             await metrics_listener.stop()
+        with contextlib.suppress(StoreError):  # the store says why, once
+            await app.service.save_activity()  # the charts' last seconds
     finally:
         await store.close()
 

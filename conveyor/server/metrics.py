@@ -94,21 +94,31 @@ class _StoreFigures(Collector):
             yield CounterMetricFamily(name, text, value=value)
 
 
-# Each queue's messages (region, name, [sent, received, deleted]) since this node began
-# counting it: the service's Activity.totals.
+# Each queue's counts of activity.KINDS (region, name, [sent, received, ...]) since this
+# node began counting it: the service's Activity.totals.
 Totals = Callable[[], list[tuple[str, str, list[int]]]]
+# Each kind's family and help text.
+_ACTIVITY_FAMILIES = {
+    "sent": ("conveyor_queue_messages_sent", "Messages sent per queue"),
+    "received": ("conveyor_queue_messages_received", "Messages received per queue"),
+    "deleted": ("conveyor_queue_messages_deleted", "Messages deleted per queue"),
+    "dead_lettered": ("conveyor_queue_messages_dead_lettered",
+                      "Dead letters that arrived per dead-letter queue"),
+    "failed": ("conveyor_queue_attempts_failed",
+               "Failed attempts workers recorded per queue (RecordAttempts)"),
+}
 
 
 class _QueueActivity(Collector):
-    """Messages sent, received and deleted per queue, counted where the service does them
-    (the console's charts read the same counts)."""
+    """Each queue's counts as the console charts them, counted where the service does each
+    (bounded: the most recently active queues)."""
 
     def __init__(self, totals: Totals) -> None:
         self.totals = totals
 
     def collect(self) -> Iterator[Metric]:
-        families = [CounterMetricFamily(f"conveyor_queue_messages_{kind}",
-                                        f"Messages {kind} per queue (bounded: the most "
+        families = [CounterMetricFamily(_ACTIVITY_FAMILIES[kind][0],
+                                        f"{_ACTIVITY_FAMILIES[kind][1]} (bounded: the most "
                                         "recently active queues).", labels=["region", "queue"])
                     for kind in KINDS]
         for region, name, counts in self.totals():

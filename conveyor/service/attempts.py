@@ -36,6 +36,7 @@ from typing import Any
 
 import orjson
 
+from conveyor.service.activity import FAILED
 from conveyor.service.base import ServiceBase
 from conveyor.service.context import RequestContext
 from conveyor.service.messages import batch_result, decode_handle
@@ -87,6 +88,7 @@ class AttemptActions(ServiceBase):
             except SqsError as error:
                 failed.append(_failure(entry["Id"], error))
         kept = await self._append(ctx, queue, valid)
+        self.counted(queue, FAILED, len(kept))  # charted where the worker worked
         for entry_id, _, _ in valid:
             if entry_id not in kept:
                 failed.append(_failure(entry_id, ReceiptHandleIsInvalid(

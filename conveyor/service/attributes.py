@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
+from decimal import Decimal, InvalidOperation
 
 import orjson
 
@@ -42,7 +44,19 @@ CREATED_DEDUP_SCOPE = "conveyor:CreatedDeduplicationScope"
 # on itself and on its messages, from SQS's 900 s (Limits.max_delay_s, unset) up to its
 # MessageRetentionPeriod: delays past 15 minutes for a queue that opts in.
 MAX_DELAY = "ConveyorMaxDelaySeconds"
-OWN = {"ConveyorPaused": "false", MAX_DELAY: "900"}
+# Tenant limits (service/rules.py, tenant limits), enforced by the store's claim on every
+# node: GROUP_CAP, the most messages of one MessageGroupId in flight at once (standard
+# queues: a FIFO queue's groups have one); RATE / GROUP_RATE, messages a second handed out
+# by receives, queue-wide and per group, with BURST / GROUP_BURST at once (0: the rate's
+# one second, at least 1). 0 is "no limit" for each.
+GROUP_CAP = "ConveyorGroupConcurrency"
+RATE, BURST = "ConveyorReceiveRate", "ConveyorReceiveBurst"
+GROUP_RATE, GROUP_BURST = "ConveyorGroupReceiveRate", "ConveyorGroupReceiveBurst"
+STANDARD_ONLY = (GROUP_CAP, GROUP_RATE, GROUP_BURST)  # FIFO claims deal groups their way
+OWN = {"ConveyorPaused": "false", MAX_DELAY: "900", GROUP_CAP: "0", RATE: "0", BURST: "0",
+       GROUP_RATE: "0", GROUP_BURST: "0"}
+# The highest of each limit: far past any use, low enough that a typo is refused.
+MAX_LIMIT = 100_000
 
 
 def defaults(limits: Limits, fifo: bool) -> dict[str, str]:
@@ -82,6 +96,9 @@ def check(name: str, value: str, limits: Limits, fifo: bool, existing: bool = Fa
     if name in FIFO_ONLY_NAMED and not fifo:
         raise InvalidAttributeName(f"You can specify the {name} only when FifoQueue is set "
                                    "to true.")
+    if name in STANDARD_ONLY and fifo and limits.conveyor_attributes:
+        raise InvalidAttributeName(f"You can specify the {name} only on a standard queue: "
+                                   "a FIFO queue's groups have one message in flight.")
     own = name in OWN and limits.conveyor_attributes
     if (name not in SETTABLE and not own) or (name in FIFO_ONLY and not fifo):
         raise InvalidAttributeName(f"Unknown Attribute {name}.")
@@ -107,6 +124,21 @@ def _check_fifo_change(value: str, fifo: bool) -> str:
 def max_delay_s(values: dict[str, str], limits: Limits) -> int:
     """The longest DelaySeconds a queue with attributes `values` takes."""
     return int(values.get(MAX_DELAY, limits.max_delay_s))
+
+
+def group_cap(values: dict[str, str]) -> int:
+    """The most messages of one group in flight at once (0: no cap)."""
+    return int(values.get(GROUP_CAP, "0"))
+
+
+def receive_rate(values: dict[str, str], group: bool) -> tuple[float, int] | None:
+    """(messages a second, burst) of the queue's own receive rate, or of each group's;
+    None when there is none."""
+    per_s = float(values.get(GROUP_RATE if group else RATE, "0"))
+    if not per_s:
+        return None
+    burst = int(values.get(GROUP_BURST if group else BURST, "0"))
+    return per_s, burst or max(1, math.ceil(per_s))
 
 
 def check_delays(values: dict[str, str], limits: Limits) -> None:
@@ -220,6 +252,18 @@ def _one_of(*choices: str):
     return check_choice
 
 
+def _rate(value: str, limits: Limits) -> str | None:
+    """Messages a second: 0 (none) or a positive decimal, up to MAX_LIMIT, at most three
+    decimals (a message every 1000 s)."""
+    try:
+        number = Decimal(value)
+    except InvalidOperation:
+        return None
+    if not number.is_finite() or not 0 <= number <= MAX_LIMIT or number != round(number, 3):
+        return None
+    return format(number.normalize(), "f") if number else "0"
+
+
 def _boolean(value: str, limits: Limits) -> str | None:
     return value.lower() if value.lower() in ("true", "false") else None
 
@@ -267,6 +311,11 @@ _CHECKS = {
     **{name: _int_range(*pair) for name, pair in RANGES.items()},
     "SqsManagedSseEnabled": _boolean,
     "ConveyorPaused": _boolean,
+    GROUP_CAP: _int_range(0, MAX_LIMIT),
+    RATE: _rate,
+    GROUP_RATE: _rate,
+    BURST: _int_range(0, MAX_LIMIT),
+    GROUP_BURST: _int_range(0, MAX_LIMIT),
     "FifoQueue": _boolean,
     "ContentBasedDeduplication": _boolean,
     "DeduplicationScope": _one_of("messageGroup", "queue"),

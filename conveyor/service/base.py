@@ -12,13 +12,21 @@ from urllib.parse import urlsplit
 import orjson
 
 from conveyor.clock import Clock
+from conveyor.service import activity as figures
 from conveyor.service import rules, validate
-from conveyor.service.activity import MINUTE_MS, MINUTES, Activity, History, MinuteRow
+from conveyor.service.activity import MINUTE_MS, Activity, History, Range
 from conveyor.service.context import RequestContext
 from conveyor.service.signins import SignInThrottle
 from conveyor.sqs.errors import InvalidParameterValue, QueueDoesNotExist
 from conveyor.sqs.limits import Limits
-from conveyor.store.base import Counts, QueueRecord, Store, StoreError, StoreUnavailable
+from conveyor.store.base import (
+    ActivityTuple,
+    Counts,
+    QueueRecord,
+    Store,
+    StoreError,
+    StoreUnavailable,
+)
 
 # With several nodes on one store, another node's change to a queue shows within this.
 QUEUE_CACHE_SHARED_S = 1.0
@@ -51,8 +59,7 @@ class ServiceBase:
         self.log = logging.getLogger("conveyor.service")
         self.wakeups = Wakeups()
         self.sign_ins = SignInThrottle(store, self.clock)  # the console's failed sign-ins
-        self.activity = Activity()  # per-queue sent/received/deleted, the last hour
-        self.activity.shared = store.shared  # then the charts are drawn from the store
+        self.activity = Activity()  # what each queue did, for the charts (activity.py)
         self._activity_pruned_minute = 0
         # Word from other nodes sharing the store goes to this node's parked long polls.
         store.on_remote_ready = lambda queue_id, count: self.wakeups.notify(queue_id, count)
@@ -126,34 +133,33 @@ class ServiceBase:
             self.activity.count(queue.id, queue.region, queue.name, kind, n,
                                 self.clock.now_ms() if now_ms is None else now_ms)
 
-    async def histories(self, queue_ids: list[int]) -> dict[int, History | None]:
-        """The last hour of each queue, for the console's charts: this node's memory, or
-        with a shared store, every node's counts from the store (activity.py)."""
+    async def histories(self, queue_ids: list[int], range_: Range = figures.HOUR
+                        ) -> dict[int, History | None]:
+        """Each queue's figures over `range_`, for the console's charts: the store's (every
+        node's, on PostgreSQL) and this node's not yet saved (activity.py)."""
         now_ms = self.clock.now_ms()
-        if not self.store.shared:
-            return {i: self.activity.history(i, now_ms) for i in queue_ids}
-        first_minute = now_ms // MINUTE_MS - MINUTES + 1
-        rows: dict[int, list[MinuteRow]] = {i: [] for i in queue_ids}
-        for queue_id, *row in await self.store.activity(queue_ids, first_minute):
-            rows[queue_id].append(tuple(row))  # type: ignore[arg-type]
-        for queue_id, unsaved in self.activity.unsaved(set(queue_ids)).items():
-            rows[queue_id] += unsaved
-        return {i: History.from_rows(r, now_ms) for i, r in rows.items()}
+        first = range_.first_minute(now_ms // MINUTE_MS)
+        stored: dict[int, list[ActivityTuple]] = {i: [] for i in queue_ids}
+        for row in await self.store.activity(queue_ids, range_.span_min, first):
+            stored[row[0]].append(row)
+        unsaved = self.activity.unsaved(set(queue_ids))
+        return {i: figures.history(range_, stored[i], unsaved.get(i, []), now_ms)
+                for i in queue_ids}
 
     async def save_activity(self) -> None:
-        """Add this node's new counts to a shared store's (the server does so every few
-        seconds), and once a minute forget the minutes older than the charts' hour."""
+        """Add this node's new counts to the store's (the server does so every few
+        seconds), and once a minute forget the buckets older than their charts' range."""
         unsaved = self.activity.take_unsaved()
         minute = self.clock.now_ms() // MINUTE_MS
-        prune = minute - MINUTES if minute != self._activity_pruned_minute else None
-        if not unsaved and prune is None:
+        prune = figures.prunes(minute) if minute != self._activity_pruned_minute else []
+        if not unsaved and not prune:
             return
         try:
-            await self.store.add_activity(unsaved, prune)
+            await self.store.add_activity(figures.buckets(unsaved), prune)
         except StoreError:
             self.activity.give_back(unsaved, self.clock.now_ms())
             raise
-        if prune is not None:
+        if prune:
             self._activity_pruned_minute = minute
 
     async def sample_oldest_ages(self, limit: int) -> None:

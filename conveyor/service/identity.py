@@ -31,8 +31,9 @@ ENDED = {
     "queue": "its row, with its attributes, tags and Policy (AddPermission's grants)",
     "messages": "its messages; moves and dead letters into it meanwhile are refused",
     "dedup": "its FIFO deduplication ids",
+    "rates": "its receive-rate buckets, its own and its groups'",
     "move_tasks": "its own tasks; other queues' running tasks into it FAILED, as AWS does",
-    "activity": "its charted minutes (a shared store's)",
+    "activity": "its charts' figures (buckets of each range)",
     "leases": "the lease records named after it (lease_names.of_queue), its workers' drains",
     "workers": "the announcements of its workers and autoscalers",
 }

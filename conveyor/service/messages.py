@@ -14,8 +14,8 @@ import orjson
 
 from conveyor.ids import UuidSequence
 from conveyor.service import attributes as attrs
-from conveyor.service import controls, rules, validate
-from conveyor.service.activity import DELETED, RECEIVED, SENT
+from conveyor.service import controls, rules, tenants, validate
+from conveyor.service.activity import DEAD_LETTERED, DELETED, RECEIVED, SENT
 from conveyor.service.base import ServiceBase
 from conveyor.service.context import RequestContext, parse_arn
 from conveyor.sqs.errors import (
@@ -63,6 +63,8 @@ class ReceivePlan:
     attempt_id: str | None
     fetched_ms: int = 0  # the clock at the last fetch
     paused: bool = False  # the queue's delivery was paused at the last fetch (controls.py)
+    # When a limit that held the last fetch back lets more go (tenants.py), else None.
+    retry_ms: int | None = None
     # Members added to the answer (PollMessages: `Drain` from its announcement, polls.py).
     answer_extra: dict[str, Any] = field(default_factory=dict)
 
@@ -273,18 +275,25 @@ class MessageActions(ServiceBase):
         plan.paused = await controls.still_paused(self, queue)
         if plan.paused:
             return {}
+        granted, plan.retry_ms = await tenants.take(self.store, queue, plan.max_messages,
+                                                    now_ms)
+        if not granted:
+            return {}
         moved_before = 0
         redrive = await self._redrive_for(ctx, queue)
-        stored = await receive_from(self.store, queue, plan.max_messages, plan.visibility_ms,
-                                    now_ms, redrive)
+        picking = tenants.picking(queue)
+        stored, retry_ms = await receive_from(self.store, queue, granted, plan.visibility_ms,
+                                              now_ms, redrive, picking)
         while (redrive and not stored and len(redrive.moved) > moved_before
                and redrive.dead_letter_queue_id != queue.id):
             # Every message claimed went to the dead-letter queue: the receive looks again
             # rather than answer empty (or park a long poll) while messages are visible.
             # (A queue that is its own dead-letter queue would find the same ones again.)
             moved_before = len(redrive.moved)
-            stored = await receive_from(self.store, queue, plan.max_messages,
-                                        plan.visibility_ms, now_ms, redrive)
+            stored, retry_ms = await receive_from(self.store, queue, granted,
+                                                  plan.visibility_ms, now_ms, redrive, picking)
+        plan.retry_ms = tenants.sooner(plan.retry_ms, retry_ms)
+        await tenants.give_back(self.store, queue, granted - len(stored), now_ms)
         if redrive and redrive.moved:
             dlq = await self.store.get_queue_by_id(redrive.dead_letter_queue_id)
             for message_id in redrive.moved:
@@ -294,6 +303,7 @@ class MessageActions(ServiceBase):
                                      "dead_letter_queue": dlq.name if dlq else None})
             if dlq is not None:
                 self.on_ready(dlq, len(redrive.moved))
+                self.counted(dlq, DEAD_LETTERED, len(redrive.moved), now_ms)
         self.counted(queue, RECEIVED, len(stored), now_ms)
         messages = [self._message_out(ctx, queue, m, plan) for m in stored]
         if self.log.isEnabledFor(logging.DEBUG):
@@ -335,7 +345,8 @@ class MessageActions(ServiceBase):
         becomes visible on a paused queue: its resume wakes the poll (controls.py)."""
         if plan.paused:
             return None
-        next_ms = await self.store.next_visible_ms(plan.queue, plan.fetched_ms)
+        next_ms = tenants.sooner(await self.store.next_visible_ms(plan.queue, plan.fetched_ms),
+                                 plan.retry_ms)  # a limit's tokens come back then
         return None if next_ms is None else max(0.0, (next_ms - self.clock.now_ms()) / 1000)
 
     def _prune_attempts(self) -> None:
@@ -410,7 +421,7 @@ class MessageActions(ServiceBase):
             any_receipt=rules.delete_takes_any_receipt(queue))
         deleted = outcomes.count(OK)  # "gone" too: a delete repeated counts again
         self.counted(queue, DELETED, deleted)
-        if queue.fifo and deleted:
+        if deleted and tenants.wakes_on_delete(queue):
             self.on_ready(queue, deleted)  # the next message of a group is free
         return outcomes
 
@@ -520,11 +531,13 @@ class Redrive:
 
 
 async def receive_from(store: Store, queue: QueueRecord, max_messages: int, visibility_ms: int,
-                       now_ms: int, redrive: Redrive | None) -> list[StoredMessage]:
+                       now_ms: int, redrive: Redrive | None, picking: rules.Picking
+                       ) -> tuple[list[StoredMessage], int | None]:
     """Claim up to `max_messages` messages and decide each one's fate (rules.py): returned,
-    or moved to the dead-letter queue. The receive primitive of every store."""
+    or moved to the dead-letter queue; with when a group limit lets more go (claim's
+    retry_ms). The receive primitive of every store."""
     async with store.claim(queue, max_messages, now_ms, rules.retention_cutoff_ms(queue, now_ms),
-                           now_ms + visibility_ms, rules.picking()) as claim:
+                           now_ms + visibility_ms, picking) as claim:
         taken = claim.messages
         spent = rules.spent(taken, redrive.max_receive_count) if redrive and taken else []
         if spent:
@@ -535,7 +548,7 @@ async def receive_from(store: Store, queue: QueueRecord, max_messages: int, visi
             redrive.moved += [m.message_id for m in spent]
             gone = {m.seq for m in spent}
             taken = [m for m in taken if m.seq not in gone]
-    return taken
+    return taken, claim.retry_ms
 
 
 async def change_visibility_in(store: Store, queue: QueueRecord, handles: list[Handle],

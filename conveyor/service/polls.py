@@ -6,7 +6,9 @@ any SQS call, beside AnnounceWorker (workers.py):
 
 - PollMessages {<a ReceiveMessage request>, WaitTimeSeconds: 0..MAX_WAIT_S, Announce?,
   WorkerId?, QueueUrls?} answers exactly as ReceiveMessage does, but may wait up to
-  MAX_WAIT_S for a message where SQS stops at 20 s. `Announce`, when present, is an
+  MAX_WAIT_S for a message where SQS stops at 20 s. When a queue's receive rate or group
+  limits held its last look back, the answer also carries `RetryAfterSeconds` (HINT):
+  how long until they let more go (service/tenants.py). `Announce`, when present, is an
   AnnounceWorker request (WorkerId, Queue, TtlSeconds, Status, Kind), recorded before the
   poll parks; the answer then also carries what AnnounceWorker's would (`"Drain": true`,
   workers.py). `WorkerId` (or the announcement's) names the polling worker: a DrainWorker
@@ -44,7 +46,7 @@ from conveyor.service.workers import ID_PATTERN, TARGET_PREFIX
 from conveyor.sqs.errors import InvalidParameterValue, MissingParameter, SqsError
 from conveyor.sqs.shapes import json_checker
 
-__all__ = ["ACTION", "ACTIONS", "MAX_QUEUES", "MAX_WAIT_S", "TARGET_PREFIX", "PollPlan",
+__all__ = ["ACTION", "ACTIONS", "HINT", "MAX_QUEUES", "MAX_WAIT_S", "TARGET_PREFIX", "PollPlan",
            "plan_poll"]
 
 ACTION = "PollMessages"
@@ -58,6 +60,8 @@ MAX_WAIT_S = 300
 # client/partitions.py), so one poll covers any of them.
 MAX_QUEUES = 64
 
+# In an answer: seconds until a limit that held the poll's last look back lets more go.
+HINT = "RetryAfterSeconds"
 _OWN_FIELDS = ("WaitTimeSeconds", "Announce", "WorkerId", "QueueUrls")
 _turns = itertools.count()  # which queue of a several-queue poll is looked at first
 
@@ -93,6 +97,16 @@ class PollPlan:
     @property
     def queue_ids(self) -> list[int]:
         return [plan.queue.id for plan in self.plans]
+
+    def hinted(self, result: dict[str, Any], now_ms: int) -> dict[str, Any]:
+        """The answer, with `RetryAfterSeconds` when a queue's limit held its last fetch
+        back (service/tenants.py): how long until it lets more go, so that the worker
+        comes back then rather than at once."""
+        retry_ms = min((p.retry_ms for p in self.plans if p.retry_ms is not None),
+                       default=None)
+        if retry_ms is None or retry_ms <= now_ms:
+            return result
+        return {**result, HINT: round((retry_ms - now_ms) / 1000, 3)}
 
     async def fetch(self, service: _Service, ctx: RequestContext) -> dict[str, Any]:
         """One receive attempt on every queue in turn (no waiting), at most max_messages

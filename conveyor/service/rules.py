@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import orjson
 
+from conveyor.ratelimit import Rate
 from conveyor.store.base import OK, STALE, Counts, QueueRecord, StoredMessage
 
 # How many visible messages a FIFO receive walks, at most, looking for available groups:
@@ -224,6 +225,37 @@ def fair_deal(runs: list[list[int]], limit: int) -> list[int]:
     return dealt
 
 
+# --- tenant limits (standard queues with message groups) ---------------------------------------
+#
+# Conveyor's own queue attributes (service/attributes.py) bound what receives hand out, in
+# the store's claim, so the bounds hold across every node and client sharing the store:
+# - ConveyorGroupConcurrency: a group with `cap` messages in flight (received, invisible,
+#   not deleted) gets no more until one is deleted or becomes visible again. A FIFO queue
+#   keeps its own cap of one (fifo_groups, fifo_run).
+# - ConveyorReceiveRate / ConveyorGroupReceiveRate: messages handed out per second by the
+#   queue, and by each group, each a token bucket with a burst. A bucket is kept as one
+#   number, its theoretical arrival time (GCRA, as in ATM networks' policing and in
+#   redis-cell): the bucket is full once `tat_ms` <= now; each message taken moves it
+#   one interval on; what is left is how far it may still go within the burst
+#   (conveyor/ratelimit.py, shared with the worker, which applies a rate itself where
+#   the server cannot).
+# A queue under any group limit deals its grouped messages only through the fair deal,
+# each group within its room; the fill takes messages without a group alone, so no
+# unvisited group gets past its limit.
+
+
+def group_room(cap: int, rate: Rate | None, in_flight: int, tat_ms: float | None,
+               now_ms: int, limit: int) -> int:
+    """How many messages a receive may take from one group: within `cap` messages in
+    flight (0: no cap) and the group's bucket (None: no rate), at most `limit`."""
+    room = limit
+    if cap:
+        room = min(room, max(0, cap - in_flight))
+    if rate is not None:
+        room = min(room, rate.room(tat_ms, now_ms))
+    return room
+
+
 # --- moving (StartMessageMoveTask) ---------------------------------------------------------------
 
 # Messages to move are taken oldest first: "Dead-letter queues redrive messages in the order
@@ -248,6 +280,29 @@ class Picking:
 
     fifo_scan: int
     fair_groups: int
+    group_cap: int = 0  # ConveyorGroupConcurrency: most in flight per group; 0 = no cap
+    group_rate: Rate | None = None  # ConveyorGroupReceiveRate's bucket per group
+
+    @property
+    def group_limited(self) -> bool:
+        """Whether each group's room must be known before its messages are dealt."""
+        return bool(self.group_cap) or self.group_rate is not None
+
+    def group_room(self, in_flight: int, tat_ms: float | None, now_ms: int,
+                   limit: int) -> int:
+        return group_room(self.group_cap, self.group_rate, in_flight, tat_ms, now_ms, limit)
+
+    def group_spent(self, tat_ms: float | None, now_ms: int, taken: int) -> float | None:
+        """A group's bucket after `taken` went (None: the queue has no group rate)."""
+        if self.group_rate is None:
+            return None
+        return self.group_rate.spend(tat_ms, now_ms, taken)
+
+    def group_ready_ms(self, tat_ms: float | None, now_ms: int) -> int | None:
+        """When a group out of tokens has one again (None: no group rate)."""
+        if self.group_rate is None:
+            return None
+        return self.group_rate.ready_ms(tat_ms, now_ms, 1)
 
     def fifo_groups(self, walk: Iterable[tuple[int, str, int, int | None]],
                     limit: int) -> list[tuple[str, int]]:
@@ -260,7 +315,8 @@ class Picking:
         return fair_deal(runs, limit)
 
 
-def picking() -> Picking:
-    """The claim rules with today's bounds (read at each call: tests lower them)."""
-    return Picking(FIFO_SCAN, FAIR_GROUPS)
+def picking(group_cap: int = 0, group_rate: Rate | None = None) -> Picking:
+    """The claim rules with today's bounds (read at each call: tests lower them) and the
+    queue's group limits."""
+    return Picking(FIFO_SCAN, FAIR_GROUPS, group_cap, group_rate)
 

@@ -30,7 +30,13 @@ import dataclasses
 import logging
 
 from conveyor.store._placement import Catalog, Placement
-from conveyor.store.base import QueueEnding, QueueRecord, StoreError
+from conveyor.store.base import (
+    ACTIVITY_SPANS_MIN,
+    ActivityRow,
+    QueueEnding,
+    QueueRecord,
+    StoreError,
+)
 from conveyor.store.postgres import PostgresStore
 from conveyor.store.shards import ShardedStore
 
@@ -67,7 +73,9 @@ async def relocate(store: ShardedStore, region: str, name: str, to: str,
     copied = await _copy_all(source, target, queue)
     await source.fence(queue.id)
     copied += await _copy_all(source, target, queue)
-    await target.add_activity(await source.activity([queue.id], 0), None)
+    for span_min in ACTIVITY_SPANS_MIN:  # the queue's charts go with it
+        rows = await source.activity([queue.id], span_min, 0)
+        await target.add_activity([ActivityRow(*row) for row in rows], [])
     await source.delete_queue(queue, now_s, QueueEnding(), note_deleted=False)
     async with store.catalog.transaction() as db:
         await Catalog.serve_from(db, queue.id, to, None)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 
 class StoreError(Exception):
@@ -123,6 +123,28 @@ class Picking(Protocol):
 
     fifo_scan: int  # a FIFO walk stops after this many messages
     fair_groups: int  # a fair receive visits at most this many groups
+    group_cap: int  # most messages in flight per group (0: no cap)
+    group_rate: object | None  # the groups' receive rate, if any
+
+    @property
+    def group_limited(self) -> bool:
+        """Whether a fair receive must know each group's room before dealing it: then
+        each group gives at most its room and the fill takes ungrouped messages only."""
+        ...
+
+    def group_room(self, in_flight: int, tat_ms: float | None, now_ms: int,
+                   limit: int) -> int:
+        """How many messages a group with `in_flight` messages in flight and its bucket at
+        `tat_ms` (None: full) may give a receive at `now_ms`, at most `limit`."""
+        ...
+
+    def group_spent(self, tat_ms: float | None, now_ms: int, taken: int) -> float | None:
+        """A group's bucket after `taken` messages went (None: no group rate)."""
+        ...
+
+    def group_ready_ms(self, tat_ms: float | None, now_ms: int) -> int | None:
+        """When a group out of tokens has one again (None: no group rate)."""
+        ...
 
     def fifo_groups(self, walk: Iterable[tuple[int, str, int, int | None]],
                     limit: int) -> list[tuple[str, int]]:
@@ -139,6 +161,14 @@ class Picking(Protocol):
         ...
 
 
+class Bucket(Protocol):
+    """A token bucket's rule (service/rules.py, Rate), kept by a store as one number."""
+
+    def room(self, tat_ms: float | None, now_ms: int) -> int: ...
+    def spend(self, tat_ms: float | None, now_ms: int, taken: int) -> float: ...
+    def ready_ms(self, tat_ms: float | None, now_ms: int, wanted: int) -> int: ...
+
+
 class Claim(Protocol):
     """What a receive took, locked until the claim's block ends: `messages`, in the order
     to return them, already received (in flight until the claim's visible-at time, their
@@ -146,6 +176,8 @@ class Claim(Protocol):
     decides what becomes of each (service/rules.py) and applies it here."""
 
     messages: list[StoredMessage]
+    # When a group its receive rate held back has a token again (None: none was held).
+    retry_ms: int | None
 
     async def dead_letter(self, seqs: list[int], dead_letter_queue_id: int, source_arn: str,
                           now_ms: int, systems: list[str | None] | None = None) -> None:
@@ -220,6 +252,30 @@ class QueueEnding:
     lease_prefixes: list[str] = field(default_factory=list)  # ... whose names begin so
     worker_ids: list[str] = field(default_factory=list)  # announcements to forget
     failed_tasks: list[MoveTaskRecord] = field(default_factory=list)  # other queues' tasks
+
+
+# The spans of the activity buckets the service keeps (service/activity.py's RANGES).
+ACTIVITY_SPANS_MIN = (1, 10, 60)
+
+
+class ActivityRow(NamedTuple):
+    """What a queue did in one bucket of time, for the console's charts (service/activity.py):
+    a row of the `activity` table."""
+
+    queue_id: int
+    span_min: int  # the minutes the bucket covers (1, 10 or 60: one per chart range)
+    minute: int  # its first minute, in minutes since the epoch
+    sent: int
+    received: int
+    deleted: int
+    dead_lettered: int  # messages that arrived in this queue as dead letters
+    failed: int  # failed attempts that workers recorded (RecordAttempts)
+    oldest_s: int | None  # the oldest waiting message's age, the most sampled; None: never
+
+
+# An ActivityRow as a store reads it back: a plain tuple in the same order (an overview reads
+# thousands; a named tuple each costs more than the rest of the read).
+ActivityTuple = tuple[int, int, int, int, int, int, int, int, int | None]
 
 
 @dataclass
@@ -325,6 +381,12 @@ class Store(Protocol):
         """How many messages sent after `cutoff_ms` are (due, received) at `now_ms`."""
         ...
     async def next_visible_ms(self, queue: QueueRecord, now_ms: int) -> int | None: ...
+    async def take_tokens(self, queue: QueueRecord, wanted: int, now_ms: int,
+                          rate: Bucket) -> tuple[int, int]:
+        """Take up to `wanted` tokens of the queue's own receive-rate bucket (a negative
+        `wanted`: give that many back), atomically across nodes: (tokens taken, when the
+        bucket holds `wanted` again)."""
+        ...
     async def expire(self, cutoffs: dict[int, int], now_ms: int) -> int:
         """Delete each queue's messages sent at or before its cut-off (queue id -> ms), the
         messages of queues that no longer exist, and deduplication entries expired by
@@ -375,16 +437,15 @@ class Store(Protocol):
         """(worker id, first seen ms, record) of the live workers, the oldest first; the
         expired ones are forgotten."""
 
-    # the console's charts on a shared store (service/activity.py); shared stores only
-    async def add_activity(self, rows: list[tuple[int, int, int, int, int, int | None]],
-                           prune_before_minute: int | None) -> None:
-        """Add each (queue id, minute, sent, received, deleted, oldest age s or None) to
-        the minute's counts (the age replaces the one kept, when given); then, given
-        `prune_before_minute`, forget the minutes before it."""
-    async def activity(self, queue_ids: list[int], from_minute: int
-                       ) -> list[tuple[int, int, int, int, int, int | None]]:
-        """(queue id, minute, sent, received, deleted, oldest age s or None) of these
-        queues' minutes from `from_minute` on."""
+    # the console's charts (service/activity.py)
+    async def add_activity(self, rows: list[ActivityRow],
+                           prune_before: list[tuple[int, int]]) -> None:
+        """Add each row's counts to its bucket's (the larger oldest age is kept); then,
+        for each (span_min, minute) of `prune_before`, forget that span's buckets that
+        begin before the minute."""
+    async def activity(self, queue_ids: list[int], span_min: int, from_minute: int
+                       ) -> list[ActivityTuple]:
+        """The rows of these queues' buckets of `span_min` from `from_minute` on."""
 
     # the console's sign-in throttle (service/signins.py): failures per subject
     async def sign_in_failures(self, subjects: list[str]) -> dict[str, tuple[int, int]]:

@@ -475,13 +475,14 @@ class _JournalClaim:
     """A claim on SQLite's messages of the queue (when it may have any to give), topped up
     from memory; each part applied where its messages live."""
 
-    __slots__ = ("store", "queue", "args", "inner", "in_memory", "messages")
+    __slots__ = ("store", "queue", "args", "inner", "in_memory", "messages", "retry_ms")
 
     def __init__(self, store: JournaledStore, queue: QueueRecord, max_messages: int,
                  now_ms: int, cutoff_ms: int, visible_at_ms: int, picking: Picking) -> None:
         self.store, self.queue = store, queue
         self.args = (max_messages, now_ms, cutoff_ms, visible_at_ms, picking)
         self.inner: Any = None
+        self.retry_ms: int | None = None
 
     async def __aenter__(self) -> _JournalClaim:
         store, queue = self.store, self.queue
@@ -490,7 +491,7 @@ class _JournalClaim:
         if store._sqlite_idle_until.get(queue.id, 0) <= now_ms:
             self.inner = SqliteStore.claim(store, queue, *self.args)
             await self.inner.__aenter__()
-            self.messages = self.inner.messages
+            self.messages, self.retry_ms = self.inner.messages, self.inner.retry_ms
             if len(self.messages) < max_messages:
                 store._sqlite_idle_until[queue.id] = store._sqlite_next_visible(queue.id)
         try:

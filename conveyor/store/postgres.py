@@ -52,11 +52,15 @@ import orjson
 
 from conveyor.clock import Clock
 from conveyor.store._coalesce import Coalescer
+from conveyor.store._limits import GroupLimits
 from conveyor.store._primary import Primary
 from conveyor.store.base import (
     OK,
     STALE,
+    ActivityRow,
+    ActivityTuple,
     Annotated,
+    Bucket,
     Handle,
     LeaseRecord,
     MoveTaskRecord,
@@ -256,6 +260,33 @@ CREATE INDEX conveyor_sign_in_failures_last ON conveyor_sign_in_failures (last_m
 -- (Queue ids were never reused here: a sequence hands each value out once.)
 DELETE FROM conveyor_move_tasks WHERE source_queue_id NOT IN (SELECT id FROM conveyor_queues);
 DELETE FROM conveyor_activity WHERE queue_id NOT IN (SELECT id FROM conveyor_queues);
+"""), (10, """
+-- The console's charts over 1 h, 24 h and 7 d (service/activity.py): a row per bucket of
+-- each range, minutes (span_min 1, the rows kept so far), 10 minutes and hours; buckets
+-- older than their range are pruned. Dead letters that arrived and failed attempts that
+-- workers recorded are charted too; oldest_s keeps the most sampled in a bucket.
+ALTER TABLE conveyor_activity
+    ADD COLUMN span_min       BIGINT NOT NULL DEFAULT 1,  -- the minutes a bucket covers
+    ADD COLUMN dead_lettered  BIGINT NOT NULL DEFAULT 0,  -- dead letters that arrived here
+    ADD COLUMN failed         BIGINT NOT NULL DEFAULT 0;  -- failed attempts recorded
+ALTER TABLE conveyor_activity DROP CONSTRAINT conveyor_activity_pkey,
+    ADD PRIMARY KEY (queue_id, span_min, minute);
+-- The once-a-minute prune finds a span's old buckets without reading every queue's.
+CREATE INDEX conveyor_activity_age ON conveyor_activity (span_min, minute);
+"""), (11, """
+-- Receive-rate token buckets (service/rules.py, Rate): a queue's own (group_id '') and
+-- each of its groups'. `tat` (ms, the database's clock) is when the bucket is full
+-- again; a row past it says no more than no row, and the retention sweep forgets it.
+CREATE TABLE conveyor_rates (
+    queue_id  BIGINT NOT NULL,
+    group_id  TEXT NOT NULL,
+    tat       DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (queue_id, group_id)
+);
+-- A group's messages in flight (received, not yet visible again), counted against the
+-- queue's ConveyorGroupConcurrency without reading the group's delayed or visible ones.
+CREATE INDEX conveyor_messages_group_flight ON conveyor_messages (queue_id, group_id,
+    visible_at) WHERE group_id IS NOT NULL AND receive_count > 0;
 """)]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
@@ -265,7 +296,8 @@ TABLE_KINDS = {"conveyor_queues": "queue", "conveyor_deleted_queues": "deleted_q
                "conveyor_messages": "messages", "conveyor_dedup": "dedup",
                "conveyor_move_tasks": "move_tasks", "conveyor_leases": "leases",
                "conveyor_workers": "workers", "conveyor_activity": "activity",
-               "conveyor_schema": "meta", "conveyor_sign_in_failures": "sign_ins"}
+               "conveyor_schema": "meta", "conveyor_sign_in_failures": "sign_ins",
+               "conveyor_rates": "rates"}
 _MIGRATION_LOCK = 0x636F6E76  # advisory lock key: one node migrates at a time
 
 _COLUMNS = ("seq, message_id, body, md5_body, attributes, md5_attributes, system, sent_ms,"
@@ -388,6 +420,37 @@ _FAIR_GROUPS = _groups_in_order("group_id>$2", "g.n<$6") + (
 _OLDEST = (
     "SELECT seq FROM conveyor_messages WHERE queue_id=$1 AND visible_at<=$2 AND sent_ms>$3"
     " AND NOT seq = ANY($5::bigint[]) ORDER BY visible_at LIMIT $4 FOR UPDATE SKIP LOCKED"
+)
+_UNGROUPED = (
+    "SELECT seq FROM conveyor_messages WHERE queue_id=$1 AND visible_at<=$2 AND sent_ms>$3"
+    " AND group_id IS NULL ORDER BY visible_at LIMIT $4 FOR UPDATE SKIP LOCKED"
+)
+# A group-limited fair receive's groups, each under a transaction-scoped advisory lock
+# keyed by (queue, group) in one bigint (queue id << 32, past the FIFO queues' own keys
+# and `exclusive`'s int4 hashes), so that one receive at a time, on any node, counts and
+# spends a group's room; a group another receive holds is passed over, as SKIP LOCKED
+# passes its rows. Only groups won: a later statement's snapshot sees the claims that
+# committed before each lock was won.
+_LOCK_GROUPS = (
+    "SELECT g FROM unnest($2::text[]) g WHERE pg_try_advisory_xact_lock("
+    "($1::bigint << 32) + (hashtext(g)::bigint & 4294967295))"
+)
+# Each locked group's messages in flight (up to the cap $5) and bucket.
+_GROUP_ROOMS = (
+    "SELECT g, (SELECT count(*) FROM (SELECT 1 FROM conveyor_messages WHERE queue_id=$1"
+    " AND group_id=g AND receive_count>0 AND visible_at>$3 AND sent_ms>$4 LIMIT $5) f),"
+    " (SELECT tat FROM conveyor_rates WHERE queue_id=$1 AND group_id=g)"
+    " FROM unnest($2::text[]) g"
+)
+_SET_RATES = (
+    "INSERT INTO conveyor_rates (queue_id, group_id, tat) SELECT $1, g, t FROM"
+    " unnest($2::text[], $3::float8[]) AS r(g, t)"
+    " ON CONFLICT (queue_id, group_id) DO UPDATE SET tat=excluded.tat"
+)
+# The queue's own bucket, locked (made full if it was not kept) for its read and change.
+_QUEUE_RATE = (
+    "INSERT INTO conveyor_rates (queue_id, group_id, tat) VALUES ($1, '', $2)"
+    " ON CONFLICT (queue_id, group_id) DO UPDATE SET tat=conveyor_rates.tat RETURNING tat"
 )
 # Delete batches, any number of queues': each handle's message if still under its receipt
 # (or any receipt, for a call that says so) and in flight after the handle's floor.
@@ -740,7 +803,15 @@ class PostgresStore:
         try:
             conn = await pool.acquire()
         except _DRIVER_ERRORS as exc:
-            raise self._translate(exc, None, pool) from exc
+            if pool is self._pool or self._closing:
+                raise self._translate(exc, None, pool) from exc
+            # Replaced while this call waited for a connection (an outage's end): nothing
+            # was done on the old one, so the call goes on with the new pool.
+            pool = self._pool
+            try:
+                conn = await pool.acquire()
+            except _DRIVER_ERRORS as again:
+                raise self._translate(again, None, pool) from again
         try:
             yield conn
         except _DRIVER_ERRORS as exc:
@@ -830,6 +901,7 @@ class PostgresStore:
             await db.execute("DELETE FROM conveyor_queues WHERE id=$1", queue.id)
             for table, column in (("conveyor_messages", "queue_id"),
                                   ("conveyor_dedup", "queue_id"),
+                                  ("conveyor_rates", "queue_id"),
                                   ("conveyor_move_tasks", "source_queue_id"),
                                   ("conveyor_activity", "queue_id")):
                 await db.execute(f"DELETE FROM {table} WHERE {column}=$1", queue.id)
@@ -921,6 +993,7 @@ class PostgresStore:
         transaction under the queue's advisory lock, so that groups are handed out in
         commit order across nodes."""
         receipt = f"{self._tokens.getrandbits(64):016x}"
+        limits = GroupLimits(picking)
         if not queue.fifo:  # one statement with other requests' claims (_coalesce.py)
             taken = await self._claims.submit((queue.id, now_ms, cutoff_ms, max_messages,
                                                visible_at_ms, receipt))
@@ -938,12 +1011,14 @@ class PostgresStore:
                                                        cutoff_ms, picking)
                 else:
                     seqs = await self._fair_candidates(db, queue.id, max_messages, now_ms,
-                                                       cutoff_ms, picking)
+                                                       cutoff_ms, picking, limits)
                 rows = await db.fetch(_CLAIM_SEQS, visible_at_ms, now_ms, receipt,
                                       seqs) if seqs else []
                 order = {seq: i for i, seq in enumerate(seqs)}
-                yield _Claim(db, receipt, sorted((StoredMessage(*r) for r in rows),
-                                                 key=lambda m: order[m.seq]))
+                claim = _Claim(db, receipt, sorted((StoredMessage(*r) for r in rows),
+                                                   key=lambda m: order[m.seq]))
+                claim.retry_ms = limits.retry_ms
+                yield claim
 
     async def _claim_standard(self, calls: list[tuple[int, int, int, int, int, str]]
                               ) -> list[list[StoredMessage]]:
@@ -991,7 +1066,8 @@ class PostgresStore:
         return seqs
 
     async def _fair_candidates(self, db: asyncpg.Connection, queue_id: int, limit: int,
-                               now_ms: int, cutoff_ms: int, picking: Picking) -> list[int]:
+                               now_ms: int, cutoff_ms: int, picking: Picking,
+                               limits: GroupLimits) -> list[int]:
         """The seqs a receive on a standard queue with message groups takes, locked:
         dealt round-robin from the groups after the last one this node visited, then the
         queue's oldest visible messages (picking.fair_deal)."""
@@ -1008,11 +1084,52 @@ class PostgresStore:
         chosen = list(runs)[:limit]
         if chosen:
             self._fair_cursor[queue_id] = chosen[-1]
+        if picking.group_limited:
+            return await self._limited_deal(db, queue_id, [(g, runs[g]) for g in chosen],
+                                            limit, now_ms, cutoff_ms, picking, limits)
         seqs = picking.fair_deal([runs[g] for g in chosen], limit)
         if len(seqs) < limit:
             seqs += [r[0] for r in await db.fetch(_OLDEST, queue_id, now_ms, cutoff_ms,
                                                   limit - len(seqs), seqs)]
         return seqs
+
+    @staticmethod
+    async def _limited_deal(db: asyncpg.Connection, queue_id: int,
+                            runs: list[tuple[str, list[int]]], limit: int, now_ms: int,
+                            cutoff_ms: int, picking: Picking, limits: GroupLimits
+                            ) -> list[int]:
+        """The fair deal under group limits: each group this receive locks gives at most
+        its room and has its bucket spent by what it gave; the fill is ungrouped."""
+        locked = await db.fetch(_LOCK_GROUPS, queue_id, [g for g, _ in runs])
+        won = {r[0] for r in locked}
+        rooms = {g: limits.note(g, in_flight, tat, now_ms, limit) for g, in_flight, tat in
+                 await db.fetch(_GROUP_ROOMS, queue_id, list(won), now_ms, cutoff_ms,
+                                max(picking.group_cap, 1))}
+        dealt = []
+        for group, run in runs:
+            if rooms.get(group):
+                dealt.append(run[:rooms[group]])
+                limits.dealt(group, dealt[-1])
+        seqs = picking.fair_deal(dealt, limit)
+        spent = limits.spent(seqs, now_ms)
+        if spent:
+            await db.execute(_SET_RATES, queue_id, [g for g, _ in spent],
+                             [t for _, t in spent])
+        if len(seqs) < limit:
+            seqs += [r[0] for r in await db.fetch(_UNGROUPED, queue_id, now_ms, cutoff_ms,
+                                                  limit - len(seqs))]
+        return seqs
+
+    async def take_tokens(self, queue: QueueRecord, wanted: int, now_ms: int,
+                          rate: Bucket) -> tuple[int, int]:
+        async with self._tx() as db:
+            tat = await db.fetchval(_QUEUE_RATE, queue.id, float(now_ms))
+            taken = wanted if wanted < 0 else min(wanted, rate.room(tat, now_ms))
+            if taken:
+                tat = rate.spend(tat, now_ms, taken)
+                await db.execute("UPDATE conveyor_rates SET tat=$2 WHERE queue_id=$1"
+                                 " AND group_id=''", queue.id, tat)
+            return taken, rate.ready_ms(tat, now_ms, wanted)
 
     async def delete(self, queue: QueueRecord, handles: list[Handle],
                      in_flight_after_ms: int | None = None, *,
@@ -1114,6 +1231,7 @@ class PostgresStore:
                 " AS c(queue_id, cutoff) WHERE m.queue_id=c.queue_id AND m.sent_ms<=c.cutoff",
                 list(cutoffs), list(cutoffs.values()))
             await db.execute("DELETE FROM conveyor_dedup WHERE expires_ms<=$1", now_ms)
+            await db.execute("DELETE FROM conveyor_rates WHERE tat<=$1", now_ms)  # full
         return int(status.split()[-1])
 
     # --- move tasks --------------------------------------------------------------------------
@@ -1226,22 +1344,22 @@ class PostgresStore:
             await db.execute("DELETE FROM conveyor_sign_in_failures WHERE subject = ANY($1)",
                              subjects)
 
-    async def add_activity(self, rows: list[tuple[int, int, int, int, int, int | None]],
-                           prune_before_minute: int | None) -> None:
+    async def add_activity(self, rows: list[ActivityRow],
+                           prune_before: list[tuple[int, int]]) -> None:
         async with self._tx() as db:
             if rows:
                 await db.execute(_ADD_ACTIVITY, *(list(c) for c in zip(*rows, strict=True)))
-            if prune_before_minute is not None:
-                await db.execute("DELETE FROM conveyor_activity WHERE minute<$1",
-                                 prune_before_minute)
+            for span_min, minute in prune_before:
+                await db.execute("DELETE FROM conveyor_activity WHERE span_min=$1 AND"
+                                 " minute<$2", span_min, minute)
 
-    async def activity(self, queue_ids: list[int], from_minute: int
-                       ) -> list[tuple[int, int, int, int, int, int | None]]:
+    async def activity(self, queue_ids: list[int], span_min: int, from_minute: int
+                       ) -> list[ActivityTuple]:
         async with self._conn() as db:
-            rows = await db.fetch("SELECT queue_id, minute, sent, received, deleted, oldest_s"
-                                  " FROM conveyor_activity WHERE queue_id=ANY($1::bigint[])"
-                                  " AND minute>=$2", queue_ids, from_minute)
-        return [tuple(r) for r in rows]
+            rows = await db.fetch(f"SELECT {_ACTIVITY_COLUMNS} FROM conveyor_activity WHERE"
+                                  " queue_id=ANY($1::bigint[]) AND span_min=$2 AND minute>=$3",
+                                  queue_ids, span_min, from_minute)
+        return [tuple(r) for r in rows]  # type: ignore[misc]
 
     async def workers(self, now_ms: int) -> list[tuple[str, int, str]]:
         async with self._conn() as db:
@@ -1308,11 +1426,12 @@ class PostgresStore:
 class _Claim:
     """Messages a claim took, on the claim's connection (in its transaction, if any)."""
 
-    __slots__ = ("db", "receipt", "messages")
+    __slots__ = ("db", "receipt", "messages", "retry_ms")
 
     def __init__(self, db: asyncpg.Connection | None, receipt: str,
                  messages: list[StoredMessage]) -> None:
         self.db, self.receipt, self.messages = db, receipt, messages
+        self.retry_ms: int | None = None
 
     async def dead_letter(self, seqs: list[int], dead_letter_queue_id: int, source_arn: str,
                           now_ms: int, systems: list[str | None] | None = None) -> None:
@@ -1409,12 +1528,17 @@ _COUNT_FAILURE = (
     " DO UPDATE SET failures=f.failures+1, last_ms=GREATEST(f.last_ms, $2)"
     " RETURNING failures, last_ms"
 )
-# Many nodes' counts meet here: each adds its own; a sampled age replaces the one kept.
+# Many nodes' counts meet here: each adds its own; the larger sampled age is kept.
+_ACTIVITY_COLUMNS = ("queue_id, span_min, minute, sent, received, deleted, dead_lettered,"
+                     " failed, oldest_s")
 _ADD_ACTIVITY = (
-    "INSERT INTO conveyor_activity AS a SELECT * FROM unnest($1::bigint[], $2::bigint[],"
-    " $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[]) ON CONFLICT (queue_id, minute)"
+    f"INSERT INTO conveyor_activity AS a ({_ACTIVITY_COLUMNS}) SELECT * FROM unnest("
+    "$1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[],"
+    " $7::bigint[], $8::bigint[], $9::bigint[]) ON CONFLICT (queue_id, span_min, minute)"
     " DO UPDATE SET sent=a.sent+EXCLUDED.sent, received=a.received+EXCLUDED.received,"
-    " deleted=a.deleted+EXCLUDED.deleted, oldest_s=COALESCE(EXCLUDED.oldest_s, a.oldest_s)")
+    " deleted=a.deleted+EXCLUDED.deleted, dead_lettered=a.dead_lettered+"
+    "EXCLUDED.dead_lettered, failed=a.failed+EXCLUDED.failed,"
+    " oldest_s=GREATEST(EXCLUDED.oldest_s, a.oldest_s)")
 
 
 def _copied(m: StoredMessage) -> tuple:

@@ -37,6 +37,9 @@ from typing import Any, TypeVar
 
 from conveyor.store._placement import Catalog, Placement, set_up_shard, shard_for
 from conveyor.store.base import (
+    ActivityRow,
+    ActivityTuple,
+    Bucket,
     Handle,
     LeaseRecord,
     MoveTaskRecord,
@@ -314,6 +317,10 @@ class ShardedStore:
                               picking) as claim:
             yield _ShardClaim(self, home, claim)
 
+    async def take_tokens(self, queue: QueueRecord, wanted: int, now_ms: int,
+                          rate: Bucket) -> tuple[int, int]:
+        return await (await self.home(queue)).take_tokens(queue, wanted, now_ms, rate)
+
     async def delete(self, queue: QueueRecord, handles: list[Handle],
                      in_flight_after_ms: int | None = None, *,
                      any_receipt: bool = False) -> list[str]:
@@ -464,20 +471,20 @@ class ShardedStore:
 
     # --- the console's charts: each queue's minutes on its shard -----------------------------
 
-    async def add_activity(self, rows: list[tuple[int, int, int, int, int, int | None]],
-                           prune_before_minute: int | None) -> None:
-        by_shard: dict[str, list[tuple[int, int, int, int, int, int | None]]] = {
-            name: [] for name in self.shards}
+    async def add_activity(self, rows: list[ActivityRow],
+                           prune_before: list[tuple[int, int]]) -> None:
+        by_shard: dict[str, list[ActivityRow]] = {name: [] for name in self.shards}
         for row in rows:
-            placement = self._by_id.get(row[0])
+            placement = self._by_id.get(row.queue_id)
             if placement is not None:
                 by_shard[placement.shard].append(row)
         await self._on_each(lambda s: s.add_activity(by_shard[self.shard_name(s)],
-                                                     prune_before_minute))
+                                                     prune_before))
 
-    async def activity(self, queue_ids: list[int], from_minute: int
-                       ) -> list[tuple[int, int, int, int, int, int | None]]:
-        found = await self._on_each(lambda s: s.activity(queue_ids, from_minute), merge=True)
+    async def activity(self, queue_ids: list[int], span_min: int, from_minute: int
+                       ) -> list[ActivityTuple]:
+        found = await self._on_each(lambda s: s.activity(queue_ids, span_min, from_minute),
+                                    merge=True)
         return [row for name, rows in found for row in rows
                 if (p := self._by_id.get(row[0])) is not None and p.shard == name]
 
@@ -509,6 +516,11 @@ class _ShardClaim:
     def __init__(self, store: ShardedStore, home: PostgresStore, inner: Any) -> None:
         self.store, self.home, self.inner = store, home, inner
         self.messages: list[StoredMessage] = inner.messages
+
+    @property
+    def retry_ms(self) -> int | None:
+        """As the shard's claim says (a rate held it back)."""
+        return self.inner.retry_ms
 
     async def dead_letter(self, seqs: list[int], dead_letter_queue_id: int, source_arn: str,
                           now_ms: int, systems: list[str | None] | None = None) -> None:

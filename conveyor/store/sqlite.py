@@ -36,10 +36,14 @@ from typing import IO, Any, Self, TypeVar
 import apsw
 import orjson
 
+from conveyor.store._limits import GroupLimits
 from conveyor.store.base import (
     OK,
     STALE,
+    ActivityRow,
+    ActivityTuple,
     Annotated,
+    Bucket,
     Handle,
     LeaseRecord,
     MoveTaskRecord,
@@ -159,6 +163,20 @@ CREATE TABLE IF NOT EXISTS sign_in_failures (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS sign_in_failures_last ON sign_in_failures (last_ms);
 
+-- Receive-rate token buckets (service/rules.py, Rate): a queue's own (group_id '') and
+-- each of its groups'. `tat` (ms) is when the bucket is full again; a row past it says
+-- no more than no row, and the retention sweep forgets it.
+CREATE TABLE IF NOT EXISTS rates (
+    queue_id  INTEGER NOT NULL,
+    group_id  TEXT NOT NULL,
+    tat       REAL NOT NULL,
+    PRIMARY KEY (queue_id, group_id)
+) WITHOUT ROWID;
+-- A group's messages in flight (received, not yet visible again), counted against the
+-- queue's ConveyorGroupConcurrency without reading the group's delayed or visible ones.
+CREATE INDEX IF NOT EXISTS messages_group_flight ON messages (queue_id, group_id, visible_at)
+    WHERE group_id IS NOT NULL AND receive_count > 0;
+
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
@@ -193,6 +211,25 @@ INSERT INTO sqlite_sequence (name, seq) SELECT 'queues', COALESCE(max(id), 0) FR
     UNION ALL SELECT max(json_extract(record, '$.destination_queue_id')) FROM move_tasks);
 -- Move tasks of queues deleted before this version: nothing can list or end them.
 DELETE FROM move_tasks WHERE source_queue_id NOT IN (SELECT id FROM queues);
+"""), (3, """
+-- The console's charts (service/activity.py): what each queue did, a row per bucket of
+-- each chart range (minutes for the last hour, 10 minutes for the last day, hours for the
+-- last 7 days), added to every few seconds; buckets older than their range are pruned,
+-- so a queue keeps at most a few hundred rows.
+CREATE TABLE activity (
+    queue_id       INTEGER NOT NULL,
+    span_min       INTEGER NOT NULL,            -- the minutes a bucket covers: 1, 10, 60
+    minute         INTEGER NOT NULL,            -- its first minute (epoch ms // 60,000)
+    sent           INTEGER NOT NULL DEFAULT 0,
+    received       INTEGER NOT NULL DEFAULT 0,
+    deleted        INTEGER NOT NULL DEFAULT 0,
+    dead_lettered  INTEGER NOT NULL DEFAULT 0,  -- dead letters that arrived here
+    failed         INTEGER NOT NULL DEFAULT 0,  -- failed attempts workers recorded
+    oldest_s       INTEGER,  -- the oldest waiting message's age, the most sampled; NULL: none
+    PRIMARY KEY (queue_id, span_min, minute)
+) WITHOUT ROWID;
+-- The once-a-minute prune finds a span's old buckets without reading every queue's.
+CREATE INDEX activity_age ON activity (span_min, minute);
 """)]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
@@ -200,7 +237,8 @@ SCHEMA_VERSION = MIGRATIONS[-1][0]
 # queue's deletion ends each (tests/store/test_identity.py compares this with the schema).
 TABLE_KINDS = {"queues": "queue", "deleted_queues": "deleted_queues", "messages": "messages",
                "dedup": "dedup", "move_tasks": "move_tasks", "leases": "leases",
-               "workers": "workers", "meta": "meta", "sign_in_failures": "sign_ins"}
+               "workers": "workers", "meta": "meta", "sign_in_failures": "sign_ins",
+               "activity": "activity", "rates": "rates"}
 
 _INSERT = (
     "INSERT INTO messages (seq, queue_id, message_id, body, md5_body, attributes,"
@@ -263,6 +301,19 @@ _GROUP_DUE = (
 _HAS_GROUPS = (
     "SELECT 1 FROM messages INDEXED BY messages_group_due WHERE queue_id=?"
     " AND group_id IS NOT NULL LIMIT 1"
+)
+# A group's messages in flight, counted up to the cap (no further: the cap is all it asks).
+_GROUP_IN_FLIGHT = (
+    "SELECT count(*) FROM (SELECT 1 FROM messages INDEXED BY messages_group_flight"
+    " WHERE queue_id=? AND group_id=? AND receive_count>0 AND visible_at>? AND sent_ms>?"
+    " LIMIT ?)"
+)
+_RATE = "SELECT tat FROM rates WHERE queue_id=? AND group_id=?"
+_SET_RATE = "INSERT OR REPLACE INTO rates (queue_id, group_id, tat) VALUES (?, ?, ?)"
+# Messages without a group: a group-limited queue's fill (rules.py, tenant limits).
+_UNGROUPED_DUE = (
+    "SELECT seq FROM messages WHERE queue_id=? AND visible_at<=? AND sent_ms>?"
+    " AND group_id IS NULL ORDER BY visible_at LIMIT ?"
 )
 
 _MESSAGE_COLUMNS = (
@@ -331,6 +382,8 @@ class SqliteStore:
         self._named_locks: dict[str, asyncio.Lock] = {}
         # Queue id -> the message group a fair receive visited last (service/rules.py).
         self._fair_cursor: dict[int, str] = {}
+        # The last claim's word of when a group its rate held back has a token again.
+        self._claim_retry_ms: int | None = None
 
     def _next_seq(self) -> int:
         """Message order: microseconds since the epoch, bumped past the last one handed out.
@@ -445,7 +498,9 @@ class SqliteStore:
             db.execute("DELETE FROM queues WHERE id=?", (queue.id,))
             db.execute("DELETE FROM messages WHERE queue_id=?", (queue.id,))
             db.execute("DELETE FROM dedup WHERE queue_id=?", (queue.id,))
+            db.execute("DELETE FROM rates WHERE queue_id=?", (queue.id,))
             db.execute("DELETE FROM move_tasks WHERE source_queue_id=?", (queue.id,))
+            db.execute("DELETE FROM activity WHERE queue_id=?", (queue.id,))
             db.executemany("UPDATE move_tasks SET record=? WHERE handle=?",
                            [(_json(t.__dict__), t.handle) for t in ending.failed_tasks])
             db.executemany("DELETE FROM leases WHERE region=? AND name=?",
@@ -506,6 +561,7 @@ class SqliteStore:
                    now_ms: int, cutoff_ms: int, visible_at_ms: int,
                    picking: Picking) -> list[StoredMessage]:
         """Select and receive the candidates, in the caller's transaction."""
+        self._claim_retry_ms = None
         if queue.fifo:
             rows = self._rows(db, self._fifo_candidates(db, queue.id, max_messages, now_ms,
                                                         cutoff_ms, picking))
@@ -612,9 +668,12 @@ class SqliteStore:
                          cutoff_ms: int, picking: Picking) -> list[int]:
         """The seqs a receive on a standard queue with message groups takes: dealt
         round-robin from the groups after the last one visited (picking.fair_deal), then
-        the queue's oldest visible messages."""
+        the queue's oldest visible messages. Under group limits (picking.group_limited)
+        each group gives no more than its room, its bucket is spent by what it gave, and
+        the fill takes messages without a group only."""
         last = self._fair_cursor.get(queue_id, "")
         runs: list[list[int]] = []
+        limits = GroupLimits(picking) if picking.group_limited else None
         group, wrapped = last, False
         for _ in range(picking.fair_groups):
             row = db.execute(_NEXT_GROUP, (queue_id, group)).fetchone()
@@ -626,14 +685,26 @@ class SqliteStore:
             group = row[0]
             if wrapped and group > last:
                 break  # every group visited once
+            room = self._group_room(db, queue_id, group, now_ms, cutoff_ms, limit, picking,
+                                    limits) if limits else limit
             run = [r[0] for r in db.execute(_GROUP_DUE, (queue_id, group, now_ms, cutoff_ms,
-                                                         limit))]
+                                                         room))] if room else []
             if run:
                 runs.append(run)
+                if limits:
+                    limits.dealt(group, run)
                 self._fair_cursor[queue_id] = group
                 if len(runs) == limit:
                     break
         seqs = picking.fair_deal(runs, limit)
+        if limits:
+            self._claim_retry_ms = limits.retry_ms
+            db.executemany(_SET_RATE, [(queue_id, group, tat)
+                                       for group, tat in limits.spent(seqs, now_ms)])
+            if len(seqs) < limit:
+                seqs += [r[0] for r in db.execute(_UNGROUPED_DUE, (
+                    queue_id, now_ms, cutoff_ms, limit - len(seqs)))]
+            return seqs
         if len(seqs) < limit:
             taken = set(seqs)
             seqs += [r[0] for r in db.execute(
@@ -641,6 +712,21 @@ class SqliteStore:
                 " ORDER BY visible_at LIMIT ?", (queue_id, now_ms, cutoff_ms, limit + len(seqs)))
                      if r[0] not in taken][:limit - len(seqs)]
         return seqs
+
+    @staticmethod
+    def _group_room(db: apsw.Connection, queue_id: int, group: str, now_ms: int,
+                    cutoff_ms: int, limit: int, picking: Picking,
+                    limits: GroupLimits) -> int:
+        """How many the group may give this receive (picking.group_room), noted in
+        `limits` with its bucket."""
+        in_flight = db.execute(_GROUP_IN_FLIGHT, (queue_id, group, now_ms, cutoff_ms,
+                                                  picking.group_cap)).fetchone()[0] \
+            if picking.group_cap else 0
+        tat = None
+        if picking.group_rate is not None:
+            row = db.execute(_RATE, (queue_id, group)).fetchone()
+            tat = row[0] if row else None
+        return limits.note(group, in_flight, tat, now_ms, limit)
 
     def _rows(self, db: apsw.Connection, seqs: list[int]) -> list[tuple]:
         """The claimed messages' rows, in the order chosen."""
@@ -754,6 +840,17 @@ class SqliteStore:
                               " AND visible_at>?", (queue.id, now_ms)).fetchone()
         return row[0]
 
+    async def take_tokens(self, queue: QueueRecord, wanted: int, now_ms: int,
+                          rate: Bucket) -> tuple[int, int]:
+        async with self._write() as db:
+            row = db.execute(_RATE, (queue.id, "")).fetchone()
+            tat = row[0] if row else None
+            taken = wanted if wanted < 0 else min(wanted, rate.room(tat, now_ms))
+            if taken:
+                tat = rate.spend(tat, now_ms, taken)
+                db.execute(_SET_RATE, (queue.id, "", tat))
+            return taken, rate.ready_ms(tat, now_ms, wanted)
+
     async def expire(self, cutoffs: dict[int, int], now_ms: int) -> int:
         removed = 0
         for queue_id, cutoff_ms in cutoffs.items():
@@ -767,6 +864,7 @@ class SqliteStore:
                                         " queues)", (queue_id,))
         async with self._write() as db:
             db.execute("DELETE FROM dedup WHERE expires_ms<=?", (now_ms,))
+            db.execute("DELETE FROM rates WHERE tat<=?", (now_ms,))  # full again
         return removed
 
     def _message_queue_ids(self) -> set[int]:
@@ -901,8 +999,31 @@ class SqliteStore:
             db.executemany("DELETE FROM sign_in_failures WHERE subject=?",
                            [(s,) for s in subjects])
 
+    async def add_activity(self, rows: list[ActivityRow],
+                           prune_before: list[tuple[int, int]]) -> None:
+        async with self._write() as db:
+            db.executemany(_ADD_ACTIVITY, rows)
+            db.executemany("DELETE FROM activity WHERE span_min=? AND minute<?", prune_before)
+
+    async def activity(self, queue_ids: list[int], span_min: int, from_minute: int
+                       ) -> list[ActivityTuple]:
+        found: list[ActivityTuple] = []
+        for queue_id in queue_ids:  # one index range each
+            found += self.db.execute(
+                "SELECT * FROM activity WHERE queue_id=? AND span_min=? AND minute>=?",
+                (queue_id, span_min, from_minute)).fetchall()
+        return found
+
 
 _LEASE_COLUMNS = "name, holder, version, expires_ms, data"
+
+_ADD_ACTIVITY = (
+    "INSERT INTO activity VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT (queue_id, span_min, minute)"
+    " DO UPDATE SET sent=sent+excluded.sent, received=received+excluded.received,"
+    " deleted=deleted+excluded.deleted, dead_lettered=dead_lettered+excluded.dead_lettered,"
+    " failed=failed+excluded.failed, oldest_s=max(coalesce(oldest_s, excluded.oldest_s),"
+    " coalesce(excluded.oldest_s, oldest_s))"
+)
 
 _COUNT_FAILURE = (
     "INSERT INTO sign_in_failures VALUES (?1, 1, ?2) ON CONFLICT (subject) DO UPDATE SET"
@@ -1021,17 +1142,19 @@ class _Claim:
     """`async with store.claim(...) as claim`: the claim is made on entering, in this
     turn's write group, and is durable once the block exits (see _Change)."""
 
-    __slots__ = ("store", "args", "change", "db", "messages")
+    __slots__ = ("store", "args", "change", "db", "messages", "retry_ms")
 
     def __init__(self, store: SqliteStore, *args: object) -> None:
         self.store = store
         self.args = args
         self.change = _Change(store)
+        self.retry_ms: int | None = None
 
     async def __aenter__(self) -> _Claim:
         self.db = await self.change.__aenter__()
         try:
             self.messages = self.store._claim_now(self.db, *self.args)  # type: ignore[arg-type]
+            self.retry_ms = self.store._claim_retry_ms
         except BaseException as exc:
             await self.change.__aexit__(type(exc), exc, exc.__traceback__)
             raise

@@ -13,6 +13,7 @@ group's first, neither deleted nor counted as failed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 
@@ -28,6 +29,9 @@ from conveyor.worker.metrics import WorkerMetrics
 from conveyor.worker.settlement import Settlement
 from conveyor.worker.steps import DeliverySteps
 
+# What _next answers when the buffer gave nothing within the batching window.
+_WINDOW_OVER = object()
+
 # The daemon's logger: its lines read (and are filtered) as they did when this was daemon.py.
 log = logging.getLogger("conveyor.worker.daemon")
 
@@ -38,9 +42,11 @@ class BatchDispatcher:
     def __init__(self, poster: BatchPoster, size: int, owner: Settlement, *,
                  post: Callable[[Job], Awaitable[Outcome]], deliverer: Deliverer,
                  slots: Slots, open_posts: OpenPosts, steps: DeliverySteps,
-                 past_retention: Callable[[Message], bool]) -> None:
+                 past_retention: Callable[[Message], bool], window_s: float = 0.0) -> None:
         self._poster = poster
         self._size = size
+        self._window_s = window_s  # BatchingWindow: how long a batch may wait to fill
+        self._filling = asyncio.Lock()  # with a window, one batch fills at a time
         self._owner = owner  # every message's fate
         self._post_one = post  # POST one message alone (the daemon's)
         self._deliverer = deliverer
@@ -56,33 +62,67 @@ class BatchDispatcher:
 
     async def run(self) -> None:
         """A dispatcher that POSTs what the buffer holds, up to BatchSize messages at a time
-        (and on a FIFO queue the messages waiting behind each group's first, in order)."""
-        size = self._size
+        (and on a FIFO queue the messages waiting behind each group's first, in order);
+        with a BatchingWindow, a batch short of BatchSize waits up to the window from its
+        first message for more, as Lambda's MaximumBatchingWindowInSeconds, one batch
+        filling at a time (so that idle dispatchers do not split the messages coming)."""
         while True:
             await self._open.enter()  # room under the concurrency limit first
-            job: Job | None = await self._buffer.get()
             batch: list[Job] = []
             taken = 0
+            stopping = False
             try:
-                while job is not None:
-                    taken += 1
-                    if not job.released and await self._owner.admit(job):
-                        if self._deliverer.goes_alone(job.message):  # to its own url
-                            await self._owner.settle(job, await self._post_one(job))
-                        else:
-                            batch.append(job)
-                            batch += followers(job, self._groups, size - len(batch),
-                                               self._one_by_one)
-                    if len(batch) >= size or self._buffer.empty():
-                        break
-                    job = self._buffer.get_nowait()
+                async with self._filling if self._window_s else contextlib.nullcontext():
+                    job: Job | None = await self._buffer.get()
+                    deadline_s = self._clock.monotonic_s() + self._window_s
+                    while job is not None:
+                        taken += 1
+                        await self._gather(job, batch)
+                        if len(batch) >= self._size:
+                            break
+                        following = await self._next(deadline_s if batch else None)
+                        if following is _WINDOW_OVER:
+                            break
+                        job = following
+                    stopping = job is None
                 if batch:
                     await self._post(batch)
             finally:
                 self._slots.give(taken)
                 self._open.leave()
-            if job is None:
+            if stopping:
                 return
+
+    async def _gather(self, job: Job, batch: list[Job]) -> None:
+        """Add the job to the batch, with its FIFO followers; a scheduled job is POSTed
+        alone to its own url."""
+        if job.released or not await self._owner.admit(job):
+            return
+        if self._deliverer.goes_alone(job.message):  # to its own url
+            await self._owner.settle(job, await self._post_one(job))
+        else:
+            batch.append(job)
+            batch += followers(job, self._groups, self._size - len(batch), self._one_by_one)
+
+    async def _next(self, deadline_s: float | None) -> Job | None | object:
+        """The buffer's next job now, or within the window until `deadline_s`;
+        _WINDOW_OVER when there is none (None: the worker is stopping)."""
+        if not self._buffer.empty():
+            return self._buffer.get_nowait()
+        left_s = deadline_s - self._clock.monotonic_s() if deadline_s is not None else 0.0
+        if left_s <= 0:
+            return _WINDOW_OVER
+        getter = asyncio.ensure_future(self._buffer.get())
+        done, _ = await asyncio.wait((getter,), timeout=left_s)
+        if not done:
+            getter.cancel()
+            try:
+                return await getter  # it came as the window closed: it is ours
+            except asyncio.CancelledError:
+                if not getter.cancelled():
+                    raise
+                return _WINDOW_OVER
+        return getter.result()
 
     def _one_by_one(self, job: Job) -> bool:
         """True for a message dealt with alone when it is its group's first: released, a

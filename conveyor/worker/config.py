@@ -49,6 +49,9 @@ class WorkerConfig:
     idle_backoff_min: float = 0.5
     idle_backoff_max: float = 5.0
     batch_size: int = 0
+    batching_window: float = 0.0
+    receive_rate: float = 0.0
+    receive_burst: int = 0
     health_check_path: str = ""
     signing_secret: str = ""
     status_port: int = 0

@@ -57,6 +57,7 @@ from conveyor.client import (
 )
 from conveyor.clock import Clock
 from conveyor.payloads.step import PayloadStep
+from conveyor.ratelimit import Rate
 from conveyor.runtime.hooks import Unavailable, WorkerHook
 from conveyor.runtime.presence import Presence
 from conveyor.runtime.status import StatusServer
@@ -71,6 +72,7 @@ from conveyor.worker.delivery import Deliverer, Outcome, iso8601_utc
 from conveyor.worker.flow import IdleControl, OpenPosts, Slots
 from conveyor.worker.heartbeat import Heartbeat
 from conveyor.worker.job import Job, Waiting
+from conveyor.worker.local_limits import LocalRate
 from conveyor.worker.metrics import WorkerMetrics
 from conveyor.worker.outage import AppOutage
 from conveyor.worker.partitions import (
@@ -130,6 +132,9 @@ class Worker:
                                                 adaptive=config.adaptive_concurrency),
                                self._slots, self.metrics, per_post=max(1, config.batch_size),
                                receive_batch=self._batch)
+        self._local_rate = LocalRate(
+            Rate(config.receive_rate, config.receive_burst or max(1, math.ceil(
+                config.receive_rate))), self.queue_name, clock) if config.receive_rate else None
         self._stopping = asyncio.Event()
         self._force = asyncio.Event()
         self.ready = asyncio.Event()
@@ -259,7 +264,8 @@ class Worker:
                 self._batches, self.config.batch_size, self.settlement, post=self._post,
                 deliverer=self._deliverer, slots=self._slots, open_posts=self._open,
                 steps=self._steps,
-                past_retention=lambda m: self._retention.expired_age_s(m) is not None)
+                past_retention=lambda m: self._retention.expired_age_s(m) is not None,
+                window_s=self.config.batching_window)
         for hook in self.hooks:
             await hook.start(sqs, url)
         self.presence = Presence(sqs, self.queue_name, self._announced_status, clock=clock,
@@ -361,7 +367,8 @@ class Worker:
             try:
                 # "All" system attributes: the daemon needs SentTimestamp (RetentionPeriod),
                 # MessageGroupId (FIFO order) and ApproximateReceiveCount (MaxRetries).
-                received = await self.receiver.receive(self._batch)
+                asked = await self._rate_limited(self._batch)
+                received = await self.receiver.receive(asked)
             except (SQSTransportError, SQSError) as exc:
                 self._slots.give(self._batch)
                 self._log_poll_error(exc)
@@ -371,14 +378,38 @@ class Worker:
                 self._slots.give(self._batch)
                 raise
             messages = received.messages
+            if self._local_rate is not None:
+                self._local_rate.give_back(asked - len(messages))
             self._slots.give(self._batch - len(messages))
             self._poll_succeeded()
             if messages:
                 self.settlement.accept(messages, started)
                 await asyncio.sleep(0)  # let the dispatchers start these POSTs before we
                 # spend CPU signing the next receive
-            early = self.clock.monotonic_s() - started < received.wait_s / 2
+            if received.retry_after_s:  # the queue's limits said when (receiver.py)
+                await self._pause(received.retry_after_s)
+            early = (self.clock.monotonic_s() - started < received.wait_s / 2
+                     and not received.retry_after_s)  # its pause is done
             await self._idle.after_poll(len(messages), self._batch, early)
+
+    async def _rate_limited(self, wanted: int) -> int:
+        """How many messages the next receive asks for: `wanted`, or what the worker's own
+        ReceiveRate lets go where the server enforces none (local_limits.py)."""
+        rate = self._local_rate
+        if rate is None or not rate.applies(self._server_enforces()):
+            return wanted
+        return await rate.take(wanted)
+
+    def _server_enforces(self) -> bool | None:
+        """Whether the server is Conveyor (it answered PollMessages) or not (refused it);
+        None until the first receive tells (the worker applies its own rate meanwhile).
+        Partitions are read with plain ReceiveMessage: the worker applies it there."""
+        receiver = self.receiver
+        if not isinstance(receiver, Receiver):
+            return False
+        if receiver.extension.confirmed:
+            return True
+        return None if receiver.extended else False
 
     def _log_poll_error(self, exc: Exception) -> None:
         now = self.clock.monotonic_s()

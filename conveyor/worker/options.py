@@ -107,6 +107,17 @@ CONVEYOR_OPTIONS = (
            "POST up to this many messages in one request, as AWS Lambda's SQS event, and read "
            "the answer as Lambda's partial batch response (batchItemFailures); HttpConnections "
            "then counts batches. 0 = one message per POST, as Elastic Beanstalk.", 0, 100),
+    Option("BatchingWindow", "batching_window", float, 0.0,
+           "With BatchSize: seconds a batch short of BatchSize waits, from its first "
+           "message, for more before it is POSTed (AWS Lambda's "
+           "MaximumBatchingWindowInSeconds; 0 = POST what is there at once).", 0, 300),
+    Option("ReceiveRate", "receive_rate", float, 0.0,
+           "Messages a second this worker's receives take, where the queue server cannot "
+           "bound it (Amazon SQS: applied per worker); on a Conveyor server set the queue's "
+           "ConveyorReceiveRate instead, which holds for every worker. 0 = none.", 0, 100000),
+    Option("ReceiveBurst", "receive_burst", int, 0,
+           "With ReceiveRate: messages taken at once at most (0 = the rate's one second).",
+           0, 100000),
     Option("HealthCheckPath", "health_check_path", str, "",
            "Path on the app to GET while it looks unavailable; a 2xx answer means it is back "
            "('' = none: a held message is POSTed instead)."),

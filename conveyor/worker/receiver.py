@@ -18,6 +18,11 @@ Given several queues (a partitioned queue's partitions, worker/partitions.py), o
 PollMessages parks on all of them (`QueueUrls`); each message comes back with the queue it
 came from (`Received.sources`). Where PollMessages is refused, such a receiver answers
 empty: its caller then reads the queues one by one with ReceiveMessage.
+
+A queue whose receive rate or group limits held a poll back (service/tenants.py) answers
+with `RetryAfterSeconds`; the poller waits that long before its next receive
+(`Received.retry_after_s`) rather than coming back at once for the few messages a bucket
+lets go at a time.
 """
 
 from __future__ import annotations
@@ -50,6 +55,9 @@ class Received:
     messages: list[Message]
     wait_s: int
     sources: list[str] = field(default_factory=list)  # several queues: each message's URL
+    # A Conveyor server's word that the queue's rate or group limits held this receive
+    # back, and for how long (PollMessages' RetryAfterSeconds): no poll before then.
+    retry_after_s: float = 0.0
 
 
 class Receiver:
@@ -154,7 +162,10 @@ class Receiver:
         raw_messages = answer.get("Messages") or []
         sources = ([raw.get("QueueUrl", self._queue_url) for raw in raw_messages]
                    if self._queue_urls is not None else [])
-        return Received([Message.from_wire(raw) for raw in raw_messages], wait_s, sources)
+        hint = answer.get("RetryAfterSeconds")
+        retry_after_s = float(hint) if isinstance(hint, int | float) and hint > 0 else 0.0
+        return Received([Message.from_wire(raw) for raw in raw_messages], wait_s, sources,
+                        min(retry_after_s, wait_s))
 
     def _cut(self, wait_s: int, elapsed_s: float) -> None:
         """A poll was cut after `elapsed_s`: the second cut in a row after about as long

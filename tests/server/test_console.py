@@ -51,13 +51,12 @@ def test_overview_shows_counts_and_dead_letter_wiring(sqs: Any, raw: RawClient,
     page = resp.body.decode()
     src, dl = queue_name_of(source), queue_name_of(dlq)
     row = _row(page, src)
-    assert row[:6] + row[7:] == [src, "us-east-1", "standard", "2", "1", "1",
+    assert row[:6] + row[8:] == [src, "us-east-1", "standard", "2", "1", "1",
                                  f"{dl} after 5 receives", "none"]
-    # Sent 4 and received 1 a moment ago: the current minute, partly counted, is told as
-    # "so far", not drawn (it would end the line in a false drop).
-    assert row[6].startswith("received per second, the last hour: highest 0 /s, latest full "
-                             "minute 0, this minute so far 0.02")
-    assert _row(page, dl) == [dl, "us-east-1", "standard", "0", "0", "0", "—", "nowhere", src]
+    # Received 1 a moment ago: counted in the hour; no failed attempt of it recorded.
+    assert row[6:8] == ["Received in the last hour: 1; at most 0 in a minute", "0%"]
+    assert _row(page, dl) == [dl, "us-east-1", "standard", "0", "0", "0", "—", "—",
+                              "nowhere", src]
     assert _row(page, queue_name_of(fifo))[2] == "FIFO"
     assert f'href="/console/queues/us-east-1/{dl}"' in page
 
@@ -106,10 +105,17 @@ def test_queue_page_shows_the_next_messages_without_receiving_them(
     assert rows[0][5] == "é" * 200 + "…"  # bodies are cut short
     assert "&lt;i&gt;first&lt;/i&gt;" in messages and "<i>" not in messages
     activity = page.split('<section id="activity" data-live>')[1].split("</section>")[0]
-    assert [r[0] for r in _rows(activity)] == ["Sent", "Received", "Deleted",
-                                               "Oldest message (s)"]
-    assert activity.count('<svg class="spark"') == 4
-    assert "oldest message&#x27;s age, the last hour: highest " in activity
+    assert re.findall(r'<figure class="chart" data-kind="(\w+)"', activity) == [
+        "sent", "received", "deleted", "dead_lettered", "failed", "oldest"]
+    assert activity.count('<svg class="chart"') == 6
+    # Sent 3 a moment ago: counted in the hour, but the current minute is not drawn (partly
+    # counted, it would end the chart in a false drop): the hour's full minutes hold none.
+    assert "<b>Sent</b> 3 in the last hour" in activity
+    assert "· now 3" in activity  # the current minute, told apart
+    sent = activity.split('data-kind="sent"')[1].split("</figure>")[0]
+    assert 'class="bars"' not in sent
+    assert re.findall(r"<title>(\d\d:\d\d)–(\d\d:\d\d) UTC: none</title>", sent)
+    assert "No failed attempts recorded in the last hour." in activity
 
     # Looking changed nothing: the visible message is still there to receive, once.
     got = sqs.receive_message(QueueUrl=source, MaxNumberOfMessages=10,

@@ -194,8 +194,9 @@ def test_an_operator_acts_from_the_console(server: ServerProcess, chromium: Any,
     page.wait_for_selector("text=Deleted 1 message(s).")
     assert asked == ["Delete 1 message? This cannot be undone."]
     assert counts(sqs, source_url)[0] == 1
-    # The last hour, charted: sent, received, deleted a second and the oldest's age.
-    assert page.locator("#activity svg.spark").count() == 4
+    # Charted (test_console_charts_browser.py): sent, received, deleted, dead letters
+    # arrived, failed attempts and the oldest's age.
+    assert page.locator("#activity svg.chart").count() == 6
     assert "Oldest message" in page.inner_text("#activity")
 
     # Edit an attribute and the tags after creation.

@@ -228,4 +228,6 @@ def test_metrics_count_messages_per_queue_as_the_console_charts_them(
                 found[sample.name] = sample.value
     assert found == {"conveyor_queue_messages_sent_total": 3,
                      "conveyor_queue_messages_received_total": 2,
-                     "conveyor_queue_messages_deleted_total": 1}
+                     "conveyor_queue_messages_deleted_total": 1,
+                     "conveyor_queue_messages_dead_lettered_total": 0,
+                     "conveyor_queue_attempts_failed_total": 0}

@@ -30,7 +30,9 @@ def now_ms() -> int:
 async def receive(store: Any, queue: QueueRecord, max_messages: int, visibility_ms: int,
                   now_ms: int, redrive: Redrive | None) -> list[StoredMessage]:
     """A receive as the service makes it: the store's claim, the rules' decisions."""
-    return await receive_from(store, queue, max_messages, visibility_ms, now_ms, redrive)
+    stored, _ = await receive_from(store, queue, max_messages, visibility_ms, now_ms, redrive,
+                                   rules.picking())
+    return stored
 
 
 async def change_visibility(store: Any, queue: QueueRecord, handles: list[Handle],

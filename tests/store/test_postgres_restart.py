@@ -49,6 +49,10 @@ def test_the_store_recovers_by_itself_from_a_database_restart(
             await asyncio.to_thread(database.start)
 
             await asyncio.wait_for(missed.wait(), 15)  # b listens again, and said so
+            for _ in range(300):  # and a has found the database again (its own watch)
+                if a.outage() is None:
+                    break
+                await asyncio.sleep(0.05)
             # Broken connections were replaced: a burst as wide as the pool succeeds.
             await asyncio.gather(*(a.list_queues(None, "") for _ in range(a.pool_size)))
             await a.announce(7, 3)

@@ -12,6 +12,7 @@ failed); Lambda's 6 MB response payload quota ("Lambda quotas") bounds the answe
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import json
 import os
@@ -286,3 +287,26 @@ def test_an_unavailable_app_is_waited_for_and_probed_with_a_batch(sqs, queue_nam
         return available
 
     assert run(scenario()) == 1
+
+
+def test_a_batching_window_holds_a_batch_until_it_is_full(sqs, queue_name, tmp_path):
+    """BatchingWindow, as Lambda's MaximumBatchingWindowInSeconds ("the maximum amount of
+    time, in seconds, to gather records before invoking the function", Lambda's
+    EventSourceMapping reference): messages sent one by one while the worker runs, well
+    within the window, reach the app together, in one POST of BatchSize, not one by one
+    as they come (what the worker does without a window)."""
+    record = tmp_path / "posts.jsonl"
+
+    async def scenario() -> list[int]:
+        url, _dlq = await aio(_queues, sqs, queue_name)
+        with serving(BATCH_APP, tmp_path, record) as app_url:
+            async with running_worker(url, app_url, BatchSize=5, BatchingWindow=60,
+                                      HttpConnections=2, InactivityTimeout=2):
+                for _ in range(5):
+                    await aio(_send, sqs, url, ["ok"])
+                    await asyncio.sleep(0.2)  # each one is received before the next
+                await wait_until(lambda: queue_total(sqs, url) == 0, timeout_s=30,
+                                 what="every message deleted")
+        return [post["size"] for post in _posts(record)]
+
+    assert run(scenario()) == [5] * 5  # five messages, each in the one batch of five

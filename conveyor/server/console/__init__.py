@@ -2,12 +2,12 @@
 
 HTML on the server's own port, served from the service layer like any SQS call:
 `/console` lists the queues of every region a page at a time with their message counts,
-a chart of the last hour and dead-letter wiring (dead-letter queues holding messages
+a chart, the failure rate and dead-letter wiring (dead-letter queues holding messages
 marked), a form to create one, the workers that announce themselves (to any node) with
 a Drain button each, the autoscalers' decisions as a timeline (workers.py) and the recent
 console actions; `/console/queues/<region>/<name>` shows one queue: charts of its last
-hour (charts.py, counted by the service: activity.py, and on PostgreSQL added up in the
-store so every node agrees), send, purge, delete, pause or resume its delivery, edit
+hour, day or week (charts.py, counted by the service: activity.py, kept in the store so
+every node agrees), send, purge, delete, pause or resume its delivery, edit
 its attributes (typed: attribute_form.py), redrive policy and tags, redrive its dead
 letters with live progress, its messages a page at a time or searched (looked at, never
 received), deleted (by receipt, or by the service's console-only drop when none names

@@ -19,7 +19,7 @@ from conveyor.server.console.visit import Visit
 from conveyor.server.console.workers import workers_section
 from conveyor.server.http import Response
 from conveyor.service import Counts, QueueRecord, Service
-from conveyor.service.activity import History
+from conveyor.service.activity import HOUR, History, Range
 from conveyor.service.redrive import dead_letter_arn
 
 PAGE_SIZE = 100  # queues per page
@@ -40,13 +40,17 @@ class Overview:
         page = min(v.number("page"), max(1, -(-len(shown) // PAGE_SIZE)))
         rows = shown[(page - 1) * PAGE_SIZE:page * PAGE_SIZE]
         counts = {q.id: await self.service.counts(q) for q in rows}
-        histories = await self.service.histories([q.id for q in rows])
+        range_ = charts.chosen_range(v.query)
+        ids = [q.id for q in rows]
+        histories = await self.service.histories(ids, range_)
+        hours = histories if range_ is HOUR else await self.service.histories(ids)
         holding = await self._dead_letters_holding(everything, sources, v.account_id)
         body = [v.notice(), await self._create_form(v, default_region),
                 f'<section id="queues" data-live>{_alert(holding)}',
-                _filter_bar(wanted, page, len(shown)),
-                self._table(v, rows, counts, histories, sources, holding) if rows
-                else _empty(v, wanted),
+                _filter_bar(wanted, page, len(shown), range_),
+                charts.range_links(PREFIX, v.query, range_),
+                self._table(v, rows, counts, histories, hours, sources, holding, range_)
+                if rows else _empty(v, wanted),
                 "</section>",
                 await partitions_section(self.service, everything, counts),
                 await workers_section(self.service, v),
@@ -68,17 +72,20 @@ class Overview:
         return holding
 
     def _table(self, v: Visit, rows: list[QueueRecord], counts: dict[int, Counts],
-               histories: dict[int, History | None], sources: dict[str, list[str]],
-               holding: dict[int, Counts]) -> str:
+               histories: dict[int, History | None], hours: dict[int, History | None],
+               sources: dict[str, list[str]], holding: dict[int, Counts],
+               range_: Range) -> str:
         cells = [[_name_cell(q, q.id in holding), escape(q.region),
                   "FIFO" if q.fifo else "standard", *parts.count_cells(counts[q.id]),
-                  charts.overview_chart(histories[q.id]),
+                  charts.overview_chart(histories[q.id], range_),
+                  charts.failure_rate(hours[q.id]),
                   parts.redrive_cell(q),
                   parts.sources_cell(q.region, sources.get(_arn(q, v.account_id), []))]
                  for q in rows]
         return parts.table(["Queue", "Region", "Type", "Visible", "In flight", "Delayed",
-                            "Received/s, last hour", "Dead letters go to",
-                            "Dead-letter queue of"], cells, numeric=(3, 4, 5),
+                            f"Received, {escape(range_.title.removeprefix('the '))}",
+                            "Failed, last hour", "Dead letters go to",
+                            "Dead-letter queue of"], cells, numeric=(3, 4, 5, 7),
                            row_classes=["alert" if q.id in holding else "" for q in rows])
 
     async def _create_form(self, v: Visit, region: str) -> str:
@@ -140,14 +147,15 @@ def _alert(holding: dict[int, Counts]) -> str:
                         f"{'s' if total != 1 else ''} (marked below).", error=True)
 
 
-def _filter_bar(wanted: str, page: int, total: int) -> str:
+def _filter_bar(wanted: str, page: int, total: int, range_: Range) -> str:
     pages = max(1, -(-total // PAGE_SIZE))
     links = []
     if page > 1:
-        links.append(f'<a href="{PREFIX}?{_query(wanted, page - 1)}">← previous</a>')
+        links.append(f'<a href="{PREFIX}?{_query(wanted, page - 1, range_)}">← previous</a>')
     if page < pages:
-        links.append(f'<a href="{PREFIX}?{_query(wanted, page + 1)}">next →</a>')
-    return (f'<form class="bar" method="get" action="{PREFIX}">'
+        links.append(f'<a href="{PREFIX}?{_query(wanted, page + 1, range_)}">next →</a>')
+    kept = "" if range_ is HOUR else parts.hidden({"range": range_.name})
+    return (f'<form class="bar" method="get" action="{PREFIX}">{kept}'
             f'<input type="search" name="q" value="{escape(wanted)}" '
             'placeholder="Filter by name (press /)" aria-label="Filter queues by name">'
             f'<button>Filter</button><span class="muted">{total:,} queue'
@@ -155,8 +163,12 @@ def _filter_bar(wanted: str, page: int, total: int) -> str:
             f'{" ".join(links)}</form>')
 
 
-def _query(wanted: str, page: int) -> str:
-    return escape(urlencode({"q": wanted, "page": page} if wanted else {"page": page}))
+def _query(wanted: str, page: int, range_: Range) -> str:
+    query: dict[str, str | int] = {"q": wanted} if wanted else {}
+    query["page"] = page
+    if range_ is not HOUR:
+        query["range"] = range_.name
+    return escape(urlencode(query))
 
 
 def _empty(v: Visit, wanted: str) -> str:

@@ -45,8 +45,8 @@ class QueuePage:
                 f"<p>URL <code>{escape(ctx.queue_url(name))}</code><br>"
                 f"ARN <code>{escape(ctx.queue_arn(name))}</code></p>",
                 f'<section id="counts" data-live>{_paused(queue)}{_counts(counts)}</section>',
-                '<section id="activity" data-live>' + charts.queue_charts(
-                    (await self.service.histories([queue.id]))[queue.id]) + "</section>",
+                '<section id="activity" data-live>' + await charts.queue_activity(
+                    self.service, queue, v.query) + "</section>",
                 await self._actions(v, ctx, queue),
                 "<h2>Dead letters</h2>",
                 f"<p>Go to: {parts.redrive_cell(queue)}<br>"

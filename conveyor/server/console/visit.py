@@ -48,6 +48,8 @@ class Visit:
     header: str  # the server line, HTML
     account_id: str
     query: dict[str, str] = field(init=False)
+    # region -> ctx(region): the overview asks once per queue (10,000 on a big server)
+    _contexts: dict[str, RequestContext] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         pairs = parse_qsl(self.req.query_string.decode("latin-1"), keep_blank_values=True)
@@ -57,10 +59,13 @@ class Visit:
         """The request context of an SQS call made from this page, in `region`: queue
         URLs name the host the browser used, messages sent carry the key as SenderId, and
         lists show only the queues the key may see."""
-        host = self.req.headers.get("host") or "localhost"
-        sender = self.operator.key.key_id if self.operator.key else ""
-        return self.operator.scoped(
-            RequestContext(region, self.account_id, f"{self.req.scheme}://{host}", sender))
+        found = self._contexts.get(region)
+        if found is None:
+            host = self.req.headers.get("host") or "localhost"
+            sender = self.operator.key.key_id if self.operator.key else ""
+            found = self._contexts[region] = self.operator.scoped(
+                RequestContext(region, self.account_id, f"{self.req.scheme}://{host}", sender))
+        return found
 
     async def may(self, action: str, request: dict[str, Any], region: str) -> bool:
         """Whether the operator's key allows the call (the API's check, server/authz.py)."""
