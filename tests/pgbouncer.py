@@ -35,9 +35,10 @@ class PgBouncer:
     """PgBouncer on 127.0.0.1:`port` in front of `target` (a postgresql:// URL), its
     database `name` being the target's, each server session's `search_path` set to
     `schema` if given (PgBouncer's connect_query: the way to give a schema behind it).
-    `url` reaches the target through it."""
+    `url` reaches the target through it; `settings` go to its ini's [pgbouncer] too."""
 
-    def __init__(self, target: str, schema: str | None = None, pool_size: int = 4) -> None:
+    def __init__(self, target: str, schema: str | None = None, pool_size: int = 4,
+                 **settings: str) -> None:
         parts = urlsplit(target)
         self.name = parts.path.lstrip("/") or "postgres"
         self.port = free_port()
@@ -61,7 +62,7 @@ pool_mode = transaction
 default_pool_size = {pool_size}
 max_client_conn = 500
 logfile = {self.root}/pgbouncer.log
-""")
+""" + "".join(f"{k} = {v}\n" for k, v in settings.items()))
         self._proc: subprocess.Popen | None = None
 
     def start(self) -> PgBouncer:

@@ -12,11 +12,14 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from botocore.exceptions import BotoCoreError, ClientError
 
+from tests.pg_instance import own_postgres
 from tests.pgbouncer import PgBouncer, require_pgbouncer
 from tests.support import (
     CREATED_SCHEMAS,
@@ -28,6 +31,7 @@ from tests.support import (
     start_fails,
 )
 
+SERVED_WITHIN_S = 60.0
 CLIENTS = 6  # concurrent producers, and as many consumers, against 2 server sessions
 PER_CLIENT = 60
 
@@ -172,3 +176,46 @@ def test_store_listen_needs_a_postgresql_store_and_a_url_or_poll(tmp_path: Path)
         "--data-dir", str(tmp_path), "--store-listen", "poll")
     assert "expected a postgresql:// URL or poll" in start_fails(
         "--data-dir", str(tmp_path), "--store", POSTGRES_URL, "--store-listen", "mysql://x")
+
+
+def test_a_database_restart_behind_pgbouncer_is_an_outage_not_an_error(tmp_path: Path) -> None:
+    """PgBouncer stays up while the database behind it restarts: its errors meanwhile
+    (all SQLSTATE 08P01, "query_wait_timeout" here) are the database's absence to the
+    node, answered ServiceUnavailable; then the node serves again by itself, its wake-ups
+    back on the direct connection."""
+    require_pgbouncer()
+    with own_postgres() as db:
+        # Queries wait 2 s for a server connection, not 120: the outage is answered soon.
+        pooler = PgBouncer(db.url, query_wait_timeout="2", server_login_retry="1").start()
+        try:
+            with _nodes(tmp_path, pooler, pooler.url, db.url) as nodes:
+                a, b = (sqs_client(node.url, read_timeout=30) for node in nodes)
+                url = a.create_queue(QueueName="restart")["QueueUrl"]
+                db.stop()
+                met = set()
+                for _ in range(3):
+                    try:
+                        a.send_message(QueueUrl=url, MessageBody="during")
+                    except ClientError as exc:
+                        met.add(exc.response["Error"]["Code"])
+                    except BotoCoreError as exc:  # no answer in time
+                        met.add(type(exc).__name__)
+                db.start()
+                assert met and met <= {"ServiceUnavailable", "ReadTimeoutError"}, met
+                deadline = time.monotonic() + SERVED_WITHIN_S
+                while True:  # serves again: a bound on a hang, not a timing
+                    try:
+                        a.send_message(QueueUrl=url, MessageBody="after")
+                        break
+                    except ClientError as exc:
+                        assert exc.response["Error"]["Code"] == "ServiceUnavailable"
+                        assert time.monotonic() < deadline, "never served again"
+                        time.sleep(0.2)
+                got = b.receive_message(QueueUrl=url, MaxNumberOfMessages=10,
+                                        WaitTimeSeconds=5)["Messages"]
+                assert "after" in [m["Body"] for m in got]
+                poll = LongPoll(nodes[1].url, url)  # woken across nodes again
+                a.send_message(QueueUrl=url, MessageBody="wake")
+                assert poll.bodies() == ["wake"]
+        finally:
+            pooler.stop()
