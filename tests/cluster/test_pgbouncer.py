@@ -179,10 +179,10 @@ def test_store_listen_needs_a_postgresql_store_and_a_url_or_poll(tmp_path: Path)
 
 
 def test_a_database_restart_behind_pgbouncer_is_an_outage_not_an_error(tmp_path: Path) -> None:
-    """PgBouncer stays up while the database behind it restarts: its errors meanwhile
-    (all SQLSTATE 08P01, "query_wait_timeout" here) are the database's absence to the
-    node, answered ServiceUnavailable; then the node serves again by itself, its wake-ups
-    back on the direct connection."""
+    """PgBouncer stays up while the database behind it restarts: what the node meets
+    meanwhile (PgBouncer's own errors are SQLSTATE 08P01) is the database's absence,
+    answered ServiceUnavailable; then the node serves again by itself, its wake-ups back
+    on the direct connection."""
     require_pgbouncer()
     with own_postgres() as db:
         # Queries wait 2 s for a server connection, not 120: the outage is answered soon.
