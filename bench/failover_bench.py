@@ -15,27 +15,14 @@ is promoted at once: an HA manager's detection time comes on top.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import sys
-import tempfile
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from reporting_tests import run_reporting_test
 
 
 def main() -> int:
-    with tempfile.TemporaryDirectory() as tmp:
-        report = Path(tmp) / "failover.jsonl"
-        env = {**os.environ, "CONVEYOR_LONG_TESTS": "1",
-               "CONVEYOR_FAILOVER_REPORT": str(report),
-               "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-        done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                               "tests/cluster/test_db_failover.py"], cwd=ROOT, env=env,
-                              check=False)
-        rows = [json.loads(line) for line in report.read_text().splitlines()] \
-            if report.exists() else []
+    code, rows = run_reporting_test("tests/cluster/test_db_failover.py",
+                                    "CONVEYOR_FAILOVER_REPORT")
     print()
     print("| replication | failovers (crashes + demotions) | acknowledged | lost |"
           " deletes undone | loss window | first send after a crash, p50 / max |"
@@ -49,7 +36,7 @@ def main() -> int:
               f" {r['acknowledged']:,} ({r['acknowledged_around_failovers']:,} around"
               f" failovers) | {r['lost']:,} | {r['deletes_undone']:,} | {window} |"
               f" {r['recovery_s_p50']:.2f} / {r['recovery_s_max']:.2f} s | {promoted} |")
-    return done.returncode
+    return code
 
 
 if __name__ == "__main__":

@@ -21,13 +21,15 @@ import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, Protocol
 
 import pytest
 
+from tests.netns import Namespace
 from tests.support import free_port
 
 
-def _bin_dir() -> Path | None:
+def postgres_bin_dir() -> Path | None:
     """The directory of initdb / pg_ctl: on PATH, else Debian's versioned directory."""
     found = shutil.which("initdb")
     if found:
@@ -38,7 +40,7 @@ def _bin_dir() -> Path | None:
 
 def _unavailable() -> str | None:
     """Why an instance cannot be made here, or None."""
-    if _bin_dir() is None:
+    if postgres_bin_dir() is None:
         return "initdb not found (install PostgreSQL's server package)"
     if os.geteuid() == 0:
         try:
@@ -48,6 +50,24 @@ def _unavailable() -> str | None:
         if shutil.which("runuser") is None:
             return "running as root and runuser is missing"
     return None
+
+
+def as_postgres() -> dict[str, Any]:
+    """Popen's arguments that run a child as the `postgres` user when we are root (as
+    PostgreSQL, PgBouncer and Patroni must be: they refuse root), else none. The child
+    itself drops to it, so that its PID is the server's own."""
+    if os.geteuid() != 0:
+        return {}
+    entry = pwd.getpwnam("postgres")
+    return {"user": entry.pw_uid, "group": entry.pw_gid,
+            "env": {**os.environ, "HOME": entry.pw_dir}}
+
+
+def own_as_postgres(path: Path) -> None:
+    """Give `path` to the `postgres` user when we are root, for a child run as_postgres()."""
+    if os.geteuid() == 0:
+        entry = pwd.getpwnam("postgres")
+        os.chown(path, entry.pw_uid, entry.pw_gid)
 
 
 def require_own_postgres() -> None:
@@ -61,27 +81,33 @@ def require_own_postgres() -> None:
 
 
 class PostgresInstance:
-    """initdb + pg_ctl on a temporary directory; `url` names its `postgres` database."""
+    """initdb + pg_ctl on a temporary directory; `url` names its `postgres` database.
+    With `netns` it runs inside that network namespace, listening on all of its addresses
+    (its links' ends: multi_host_url's `via`); `url` then goes through its Unix socket,
+    which the namespace does not fence off."""
 
-    def __init__(self, settings: dict[str, str] | None = None) -> None:
-        bin_dir = _bin_dir()
+    def __init__(self, settings: dict[str, str] | None = None,
+                 netns: Namespace | None = None) -> None:
+        bin_dir = postgres_bin_dir()
         assert bin_dir is not None, "call require_own_postgres() first"
         self.bin_dir = bin_dir
         self.port = free_port()
         self.root = Path(tempfile.mkdtemp(prefix="conveyor-pg-"))
         self.data = self.root / "data"
-        self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+        self.netns = netns
+        self.url = (f"postgresql://postgres@/postgres?host={self.root}&port={self.port}"
+                    if netns else f"postgresql://postgres@127.0.0.1:{self.port}/postgres")
         # Server settings given on its command line (`-c name=value`), beyond the defaults.
         self.settings = dict(settings or {})
         self._as_postgres = os.geteuid() == 0
-        if self._as_postgres:
-            entry = pwd.getpwnam("postgres")
-            os.chown(self.root, entry.pw_uid, entry.pw_gid)
+        own_as_postgres(self.root)
 
     def _run(self, tool: str, *args: str) -> None:
         cmd = [str(self.bin_dir / tool), *args]
         if self._as_postgres:
             cmd = ["runuser", "-u", "postgres", "--", *cmd]
+        if self.netns:
+            cmd = [*self.netns.prefix(), *cmd]
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
         if done.returncode != 0:
             raise RuntimeError(f"{tool} {' '.join(args)} failed: {done.stdout}{done.stderr}")
@@ -90,12 +116,16 @@ class PostgresInstance:
         # --no-sync and fsync=off: the tests stop it cleanly (a checkpoint), never crash it.
         self._run("initdb", "-D", str(self.data), "-U", "postgres", "-A", "trust",
                   "--no-sync", "-E", "UTF8")
+        if self.netns:  # nodes connect over the namespace's links, not loopback
+            with (self.data / "pg_hba.conf").open("a") as hba:
+                hba.write("host all all 0.0.0.0/0 trust\n")
         return self.start()
 
     def start(self) -> PostgresInstance:
         # fsync=off even for the crash tests: `-m immediate` kills the server's processes,
         # not the machine, so what they wrote is in the kernel's cache all the same.
-        options = (f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1"
+        listen = "'*'" if self.netns else "127.0.0.1"
+        options = (f"-p {self.port} -k {self.root} -c listen_addresses={listen}"
                    " -c fsync=off" + "".join(f" -c {k}={v}" for k, v in self.settings.items()))
         self._run("pg_ctl", "-D", str(self.data), "-l", str(self.root / "server.log"),
                   "-o", options, "-w", "-t", "30", "start")
@@ -137,12 +167,12 @@ class PostgresInstance:
 
 
 @contextlib.contextmanager
-def own_pair(settings: dict[str, str] | None = None
+def own_pair(settings: dict[str, str] | None = None, netns: Namespace | None = None
              ) -> Iterator[tuple[PostgresInstance, PostgresInstance]]:
     """A primary and its streaming standby, both with `settings` (so that either keeps
-    them as the primary after a failover), for the block."""
+    them as the primary after a failover), in `netns` if given, for the block."""
     require_own_postgres()
-    primary, standby = PostgresInstance(settings), PostgresInstance(settings)
+    primary, standby = PostgresInstance(settings, netns), PostgresInstance(settings, netns)
     try:
         primary.create()
         standby.standby_of(primary)
@@ -152,9 +182,14 @@ def own_pair(settings: dict[str, str] | None = None
         primary.destroy()
 
 
-def multi_host_url(*instances: PostgresInstance, **params: str) -> str:
-    """One libpq URL naming every instance (`postgresql://u@h1:p1,h2:p2/db?...`)."""
-    hosts = ",".join(f"127.0.0.1:{i.port}" for i in instances)
+class Listening(Protocol):
+    port: int  # PostgreSQL's, on the address given as `via`
+
+
+def multi_host_url(*instances: Listening, via: str = "127.0.0.1", **params: str) -> str:
+    """One libpq URL naming every instance (`postgresql://u@h1:p1,h2:p2/db?...`), reached
+    at address `via` (in a namespace: one of its links' ends)."""
+    hosts = ",".join(f"{via}:{i.port}" for i in instances)
     query = "&".join(f"{k}={v}" for k, v in params.items())
     return f"postgresql://postgres@{hosts}/postgres" + (f"?{query}" if query else "")
 

@@ -1,8 +1,8 @@
 """A loopback TCP proxy a test can cut, as a network partition cuts a link: after `cut()`
 bytes are no longer passed either way and new connections are accepted but never served,
 while every socket stays open: no RST, no FIN, as when packets are dropped on the way.
-(Network namespaces and iptables would need privileges and tools a test machine may not
-have; to the client the effect is the same: a server that stops answering.)"""
+Needs no privileges; tests/cluster/test_partitions.py cuts real links (network namespaces,
+veth pairs and iptables, as root) between server nodes and their database."""
 
 from __future__ import annotations
 

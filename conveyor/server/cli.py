@@ -55,6 +55,11 @@ FD_RESERVE = 64
 @click.option("--store", envvar="CONVEYOR_STORE", metavar="sqlite|postgresql://...",
               help="sqlite (embedded, in --data-dir) or a PostgreSQL URL shared by several "
               "nodes; `?schema=name` keeps Conveyor's tables in that schema  [default: sqlite]")
+@click.option("--store-listen", envvar="CONVEYOR_STORE_LISTEN", metavar="postgresql://...|poll",
+              help="When --store is a PgBouncer in transaction pooling mode: a URL straight "
+              "to PostgreSQL for the nodes' wake-ups (LISTEN), or poll (long polls look at "
+              "their queues every second instead). Nothing is then kept in --store's "
+              "sessions.")
 @click.option("--shard", "shards", multiple=True, metavar="NAME=postgresql://...",
               envvar="CONVEYOR_SHARDS",
               help="Queues spread over several PostgreSQL primaries instead of --store "
@@ -157,6 +162,7 @@ def _settings(config_path: Path | None, options: dict[str, Any]) -> dict[str, An
     if not 0 < merged["console_session_hours"] <= 24 * 365:
         raise ConfigError("console_session_hours: expected more than 0 and at most a year, "
                           f"not {merged['console_session_hours']}")
+    _check_store_listen(merged)
     if merged["pool_size"] < 1:
         raise ConfigError(f"pool_size: expected at least 1, not {merged['pool_size']}")
     if not 0 < merged["request_timeout"] < float("inf"):
@@ -173,6 +179,18 @@ def _settings(config_path: Path | None, options: dict[str, Any]) -> dict[str, An
             "it could read and delete messages. Pass --access-key KEY:SECRET, or --allow-open "
             "if the network is trusted.")
     return merged
+
+
+def _check_store_listen(merged: dict[str, Any]) -> None:
+    listen = merged.get("store_listen")
+    if listen is None:
+        return
+    if merged["store"] == "sqlite":  # shards too: one direct URL would not fit them all
+        raise ConfigError("store_listen: only with a PostgreSQL store (--store postgresql://...),"
+                          " not with SQLite or shards")
+    from conveyor.store.postgres import POLL
+    if listen != POLL and not listen.startswith(("postgresql://", "postgres://")):
+        raise ConfigError(f"store_listen: expected a postgresql:// URL or {POLL}, not {listen!r}")
 
 
 def shard_settings(configured: dict[Any, Any], given: tuple[str, ...]) -> dict[str, str]:
@@ -385,7 +403,8 @@ async def open_store(settings: dict[str, Any], clock: Clock) -> Store:
         from conveyor.store.postgres import PostgresStore
 
         try:
-            return await PostgresStore(target, settings["pool_size"], clock).open()
+            return await PostgresStore(target, settings["pool_size"], clock,
+                                       listen=settings.get("store_listen")).open()
         except ValueError as exc:  # the driver's DSN parser: a bad port, option or host list
             raise ConfigError(f"--store: not a valid PostgreSQL URL ({exc})") from None
     raise ConfigError(f"--store {target!r}: expected sqlite or a postgresql:// URL")

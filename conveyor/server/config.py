@@ -59,6 +59,7 @@ _SETTINGS: dict[str, tuple[type | tuple[type, ...], str]] = {
     "port": (int, "a port number"),
     "data_dir": (str, "a directory"),
     "store": (str, "sqlite or a postgresql:// URL"),
+    "store_listen": (str, "a postgresql:// URL or poll"),
     "shards": (dict, "a mapping of shard name to a postgresql:// URL, the catalog shard first"),
     "pool_size": (int, "a number of connections"),
     "mode": (str, "strict or relaxed"),

@@ -25,6 +25,15 @@ closed: none stays on the old server, and none waits there for an answer never c
 A statement whose answer never came (its server died, or it waited past
 `statement_timeout_s`, as a commit does for a synchronous standby that is not there) is
 a failure to every caller of it: it may have been applied, but it was not acknowledged.
+
+Behind PgBouncer in transaction pooling mode (`listen` given: a direct URL, or POLL), two
+statements of a connection may run on different server sessions, so nothing is kept in a
+session: asyncpg's statement cache is off (its statements are parsed afresh each time,
+within one round trip), no setting is sent at connect (a schema is the pooler's
+`search_path`), advisory locks are transaction-scoped as everywhere here. LISTEN needs a
+session of its own: it goes to `listen`, straight to PostgreSQL, which is also the server
+probed; with POLL there is none, and every parked long poll looks at its queue each
+POLL_EVERY_S instead.
 """
 
 from __future__ import annotations
@@ -105,6 +114,10 @@ _SYNC_STALL = (
 STALL_LOG_EVERY_S = 60.0  # a stall that lasts is logged again this often, not per request
 # asyncpg waits 60 s by default: longer than a client waits for its answer.
 CONNECT_TIMEOUT_S = 10.0
+POLL = "poll"  # `listen`: no LISTEN at all (a pooler and no direct URL)
+# Without LISTEN, parked long polls look at their queues this often: a message sent on
+# another node is received within about this long, at one claim per parked poll each time.
+POLL_EVERY_S = 1.0
 
 # Everything the driver raises. Of those, the errors below mean the database cannot be
 # reached now, not that a statement is wrong: refused or reset connections, a server
@@ -464,7 +477,9 @@ _DB_NOW_MS = "SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint"
 
 
 class PostgresStore:
-    """A store on PostgreSQL. `dsn` may carry `?schema=name` to keep its tables apart."""
+    """A store on PostgreSQL. `dsn` may carry `?schema=name` to keep its tables apart.
+    `listen`: where LISTEN goes when `dsn` is a transaction-pooling PgBouncer (a URL
+    straight to PostgreSQL), or POLL for nowhere; None when `dsn` is direct itself."""
 
     shared = True  # several nodes share this store: caches must expire, sends announce
     # Set by a sharded store (shards.py): sends refuse a queue whose row is not here
@@ -472,12 +487,16 @@ class PostgresStore:
     fenced = False
 
     def __init__(self, dsn: str, pool_size: int = 10, clock: Clock | None = None,
-                 statement_timeout_s: float = STATEMENT_TIMEOUT_S) -> None:
+                 statement_timeout_s: float = STATEMENT_TIMEOUT_S,
+                 listen: str | None = None) -> None:
         self.dsn, self.schema = _split_schema(dsn)
         self.statement_timeout_s = statement_timeout_s
-        self._primary = Primary(self.dsn, CONNECT_TIMEOUT_S)
-        if len(self._primary.hosts) > 1:
-            self._primary.host_timeout_s = HOST_CONNECT_TIMEOUT_S
+        self._primary = _primary(self.dsn)
+        self.pooled = listen is not None  # no session state on the pool's connections
+        self.polling = listen == POLL
+        # The LISTEN connection's servers (the pooler itself when polling: probed only).
+        self._direct = (self._primary if listen in (None, POLL)
+                        else _primary(_split_schema(listen)[0]))
         # NOTIFY channels are database-wide: one per schema, so that nodes of other
         # Conveyor installations in the same database do not wake our long polls.
         self.channel = f"{NOTIFY_CHANNEL}.{self.schema}"[:63] if self.schema else NOTIFY_CHANNEL
@@ -495,7 +514,12 @@ class PostgresStore:
         self._pool: asyncpg.Pool | None = None
         self._listener: asyncpg.Connection | None = None
         self._tasks: list[asyncio.Task[None]] = []
-        self._settings = {"search_path": self.schema} if self.schema else {}
+        # PgBouncer refuses settings it does not know at connect, and would not keep them.
+        settings = {"search_path": self.schema} if self.schema and not self.pooled else {}
+        # How each connection through `dsn` is made: statements cached per session unless
+        # pooled (asyncpg parses uncached ones afresh with each execution, in one round trip).
+        self._session: dict[str, Any] = {"server_settings": settings,
+                                         "statement_cache_size": 0 if self.pooled else 100}
         self._suspect = asyncio.Event()  # a request lost its connection: is the database gone?
         # Set by close(): Python 3.11's wait_for can swallow a cancellation that lands as
         # the awaited event is set, so the watch loop also checks this.
@@ -518,10 +542,11 @@ class PostgresStore:
     async def open(self) -> PostgresStore:
         try:
             if self.schema:
-                conn = await self._primary.connect()
+                conn = await self._primary.connect(**self._session)
                 await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {_ident(self.schema)}")
                 await conn.close()
             self._pool = await self._new_pool()
+            await self._check_pooled_schema()
             await self._migrate()
             await self._measure_skew()
             self._listener = await self._listen()
@@ -529,7 +554,22 @@ class PostgresStore:
             raise StoreError(f"PostgreSQL at {_redact(self.dsn)}: {exc}") from exc
         self._tasks += [asyncio.create_task(self._refresh_skew()),
                         asyncio.create_task(self._watch())]
+        if self.polling:
+            self._tasks.append(asyncio.create_task(self._poll()))
         return self
+
+    async def _check_pooled_schema(self) -> None:
+        """Behind a pooler the schema cannot be given per connection: the pooler's must be
+        it, or the tables would go to (and be looked for in) another one."""
+        if not (self.pooled and self.schema):
+            return
+        async with self._conn() as db:
+            current = await db.fetchval("SELECT current_schema()")
+        if current != self.schema:
+            raise StoreError(
+                f"PostgreSQL at {_redact(self.dsn)}: the schema is {current!r}, not"
+                f" {self.schema!r}: behind PgBouncer, set it in the pooler's database entry"
+                f" (connect_query='SET search_path={self.schema}')")
 
     async def _new_pool(self) -> asyncpg.Pool:
         # min_size=0: asyncpg keeps a floor of connections by reconnecting in the
@@ -538,8 +578,7 @@ class PostgresStore:
         # the database's health.
         return await asyncpg.create_pool(
             self.dsn, connect=self._primary.connect, min_size=0, max_size=self.pool_size,
-            command_timeout=self.statement_timeout_s, server_settings=self._settings,
-            reset=_keep_session)
+            command_timeout=self.statement_timeout_s, reset=_keep_session, **self._session)
 
     async def close(self) -> None:
         self._closing = True
@@ -569,7 +608,7 @@ class PostgresStore:
     async def _migrate(self) -> None:
         # A connection of its own: building an index on a large table may take longer
         # than the pool's statement bound.
-        db = await self._primary.connect(server_settings=self._settings)
+        db = await self._primary.connect(**self._session)
         try:
             await self._migrate_on(db)
         finally:
@@ -607,11 +646,13 @@ class PostgresStore:
     # --- the LISTEN connection, and the database's comings and goings ------------------
 
     async def _listen(self) -> asyncpg.Connection:
-        """A connection subscribed to this store's channel; its loss sets `_suspect`."""
-        conn = await self._primary.connect(server_settings=self._settings)
+        """A connection subscribed to this store's channel (unless polling: then only
+        probed); its loss sets `_suspect`."""
+        conn = await self._direct.connect(**(self._session if self.polling else {}))
         try:
             conn.add_termination_listener(lambda _conn: self._suspect.set())
-            await conn.add_listener(self.channel, self._on_notify)
+            if not self.polling:
+                await conn.add_listener(self.channel, self._on_notify)
         except BaseException:
             conn.terminate()
             raise
@@ -643,6 +684,13 @@ class PostgresStore:
             except Exception:  # a supervisor loop: log and carry on
                 log.exception("watching PostgreSQL at %s failed", _redact(self.dsn))
                 await asyncio.sleep(RECONNECT_MAX_S)
+
+    async def _poll(self) -> None:
+        """Without LISTEN: every parked long poll looks at its queue now and then."""
+        while True:
+            await asyncio.sleep(POLL_EVERY_S)
+            if self._gone_since is None:  # after an outage, _watch wakes them itself
+                self.on_remote_missed()
 
     async def _until_lost(self, listener: asyncpg.Connection) -> None:
         """Return when `listener` closes; raise if the database stops answering on it."""
@@ -1556,6 +1604,14 @@ def _json(value: object) -> str:
 def _ident(name: str) -> str:
     """Quote an identifier; schema names come from the operator's DSN."""
     return '"' + name.replace('"', '""') + '"'
+
+
+def _primary(dsn: str) -> Primary:
+    """Connections to `dsn`'s primary; with several hosts, each gets its own timeout."""
+    primary = Primary(dsn, CONNECT_TIMEOUT_S)
+    if len(primary.hosts) > 1:
+        primary.host_timeout_s = HOST_CONNECT_TIMEOUT_S
+    return primary
 
 
 def _split_schema(dsn: str) -> tuple[str, str | None]:

@@ -14,7 +14,17 @@ that gave it):
 - no acknowledged delete is undone: no receive that began after a delete's acknowledgement
   returns the message again, when the delete came within the visibility timeout of the
   receive that handed out its receipt (a later delete carries a stale receipt, and SQS
-  may then deliver the message again: the visibility rules, not a fault).
+  may then deliver the message again: the visibility rules, not a fault);
+- FIFO order per message group: each message of a group is first delivered after every
+  message sent before it in the group ("the order in which messages are sent and
+  received is strictly preserved", SQS Developer Guide, FIFO queues);
+- FIFO deduplication: a body sent again with the same deduplication id within the
+  five-minute interval (a retried send) is one message, delivered under one message id
+  ("any messages sent with the same message deduplication ID are accepted successfully
+  but aren't delivered during the 5-minute deduplication interval", ibid.).
+
+FIFO messages are told apart by their bodies, `group:seq`: one producer per group sends
+seq 0, 1, 2... in order, each until acknowledged, with the body as deduplication id.
 """
 
 from __future__ import annotations
@@ -37,6 +47,7 @@ class Op:
     start: float
     end: float
     ids: tuple[str, ...]  # send: acknowledged ids; receive: got; delete: acknowledged
+    bodies: tuple[str, ...] = ()  # a FIFO receive's bodies (`group:seq`), as `ids`
 
 
 @dataclass
@@ -54,9 +65,11 @@ class History:
             self.ops.append(op)
 
     def call(self, kind: str, node: int, ids: Callable[[Any], Iterable[str]],
-             call: Callable[..., Any], **request: Any) -> Any | None:
-        """Run `call(**request)`; record it as acknowledged (with `ids` of its answer) or
-        as an error (nothing recorded then: its outcome is unknown). None when it failed."""
+             call: Callable[..., Any], bodies: Callable[[Any], Iterable[str]] | None = None,
+             **request: Any) -> Any | None:
+        """Run `call(**request)`; record it as acknowledged (with `ids` of its answer, and
+        `bodies` if given) or as an error (nothing recorded then: its outcome is unknown).
+        None when it failed."""
         start = time.monotonic()
         try:
             answer = call(**request)
@@ -66,7 +79,8 @@ class History:
         except BotoCoreError as exc:  # no answer at all: a read timeout, a refused socket
             self.errors.append((node, type(exc).__name__))
             return None
-        self.record(Op(kind, node, start, time.monotonic(), tuple(ids(answer))))
+        self.record(Op(kind, node, start, time.monotonic(), tuple(ids(answer)),
+                       tuple(bodies(answer)) if bodies else ()))
         return answer
 
     def of(self, kind: str) -> list[Op]:
@@ -78,10 +92,13 @@ class Verdict:
     acknowledged: int  # sends acknowledged
     lost: dict[str, float]  # acknowledged, never received, not queued at the end: id -> ack time
     undone: list[tuple[str, float, float]]  # (id, delete acknowledged, received again at)
+    # FIFO: (group, seq first delivered, a seq sent earlier first delivered after it)
+    out_of_order: list[tuple[str, int, int]] = field(default_factory=list)
+    duplicated: dict[str, set[str]] = field(default_factory=dict)  # body -> message ids
 
     @property
     def ok(self) -> bool:
-        return not self.lost and not self.undone
+        return not (self.lost or self.undone or self.out_of_order or self.duplicated)
 
 
 def check(history: History, queued_at_end: set[str]) -> Verdict:
@@ -90,7 +107,25 @@ def check(history: History, queued_at_end: set[str]) -> Verdict:
     receives = history.of("receive")
     received = {i for op in receives for i in op.ids}
     lost = {i: at for i, at in acked.items() if i not in received and i not in queued_at_end}
-    return Verdict(len(acked), lost, _undone_deletes(history, receives))
+    return Verdict(len(acked), lost, _undone_deletes(history, receives),
+                   *_fifo(receives))
+
+
+def _fifo(receives: list[Op]) -> tuple[list[tuple[str, int, int]], dict[str, set[str]]]:
+    """Groups whose messages were first delivered out of their send order, and bodies
+    delivered under more than one message id (a duplicate that deduplication let in)."""
+    ids: dict[str, set[str]] = {}
+    first: dict[str, list[int]] = {}  # group -> seqs in the order first delivered
+    for op in sorted(receives, key=lambda op: op.end):  # a group's receives never overlap
+        for message_id, body in zip(op.ids, op.bodies, strict=False):
+            seen = ids.setdefault(body, set())
+            if not seen:
+                group, _, seq = body.rpartition(":")
+                first.setdefault(group, []).append(int(seq))
+            seen.add(message_id)
+    out_of_order = [(group, a, b) for group, seqs in first.items()
+                    for a, b in zip(seqs, seqs[1:], strict=False) if b < a]
+    return out_of_order, {body: seen for body, seen in ids.items() if len(seen) > 1}
 
 
 def _undone_deletes(history: History, receives: list[Op]) -> list[tuple[str, float, float]]:

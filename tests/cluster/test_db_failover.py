@@ -14,20 +14,19 @@ CONVEYOR_FAILOVER_REPORT=path writes the figures (bench/failover_bench.py reads 
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.cluster.history import History, Verdict, check
+from tests.cluster.load import Load, client, queued, recovery_s, write_report
 from tests.cluster.nemesis import Nemesis
 from tests.pg_instance import multi_host_url, own_pair
-from tests.support import LongPoll, ServerProcess, sqs_client
+from tests.support import LongPoll, ServerProcess
 
 FAILOVERS = 5
 LONG_FAILOVERS = 20
@@ -35,7 +34,6 @@ ASYNC_FAILOVERS = 3
 VISIBILITY_S = 5  # short: a message whose delete failed comes back during the drain
 LOAD_BETWEEN_S = 1.0  # load on the settled pair before each failover
 DRAIN_S = 60.0
-READ_TIMEOUT_S = 30  # above the store's statement bound (20 s): it answers first
 # The answers a client may meet during a failover: SQS's retryable 503, or none in time.
 PASSING = {"ServiceUnavailable", "ReadTimeoutError"}
 
@@ -62,118 +60,26 @@ def cluster(request: pytest.FixtureRequest, tmp_path: Path
                 node.stop()
 
 
-def _client(node: ServerProcess):
-    return sqs_client(node.url, read_timeout=READ_TIMEOUT_S, connect_timeout=5)
-
-
-def _guarded(history: History, work: Callable[[], None]) -> threading.Thread:
-    def run() -> None:
-        try:
-            work()
-        except Exception as exc:  # a thread's failure must reach the test
-            history.failures.append(repr(exc))
-    return threading.Thread(target=run)
-
-
-def _produce(history: History, n: int, node: ServerProcess, url: str,
-             stop: threading.Event) -> None:
-    client = _client(node)
-    count = 0
-    while not stop.is_set():
-        entries = [{"Id": str(i), "MessageBody": f"{n}-{count + i}"} for i in range(10)]
-        count += 10
-        answer = history.call("send", n, _sent, client.send_message_batch, QueueUrl=url,
-                              Entries=entries)
-        if answer is None:
-            time.sleep(0.05)
-        elif answer.get("Failed"):
-            history.failures.append(f"send entries failed: {answer['Failed']}")
-
-
-def _consume(history: History, n: int, node: ServerProcess, url: str,
-             stop: threading.Event) -> None:
-    client = _client(node)
-    while not stop.is_set():
-        answer = history.call("receive", n, _got, client.receive_message, QueueUrl=url,
-                              MaxNumberOfMessages=10, WaitTimeSeconds=1,
-                              VisibilityTimeout=VISIBILITY_S)
-        if answer is None:
-            time.sleep(0.05)
-            continue
-        messages = answer.get("Messages", [])
-        if not messages:
-            continue
-        ids = {str(i): m["MessageId"] for i, m in enumerate(messages)}
-        history.call("delete", n, lambda a, ids=ids: [ids[e["Id"]] for e in a["Successful"]],
-                     client.delete_message_batch, QueueUrl=url, Entries=[
-                         {"Id": i, "ReceiptHandle": m["ReceiptHandle"]}
-                         for i, m in zip(ids, messages, strict=True)])
-
-
-def _sent(answer: dict) -> list[str]:
-    return [e["MessageId"] for e in answer["Successful"]]
-
-
-def _got(answer: dict) -> list[str]:
-    return [m["MessageId"] for m in answer.get("Messages", [])]
-
-
-def _queued(node: ServerProcess, url: str) -> set[str]:
-    """Whatever is still in the queue at the end (received and kept out of the way)."""
-    client = _client(node)
-    left: set[str] = set()
-    empty = 0
-    while empty < 3:  # three empty receives in a row: nothing visible is left
-        got = client.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=1,
-                                     VisibilityTimeout=600).get("Messages", [])
-        empty = 0 if got else empty + 1
-        left |= {m["MessageId"] for m in got}
-    return left
-
-
-def _recovery_s(history: History, since: float, node: int) -> float:
-    """From `since` to the node's first acknowledged send begun after it (a send must
-    reach the primary; an empty receive may not need to)."""
-    after = [op.end for op in history.of("send") if op.node == node and op.start >= since]
-    return min(after, default=float("inf")) - since
-
-
 def _run(nemesis: Nemesis, nodes: list[ServerProcess], failovers: int
          ) -> tuple[History, Verdict]:
-    url = _client(nodes[0]).create_queue(QueueName="work")["QueueUrl"]
+    url = client(nodes[0]).create_queue(QueueName="work")["QueueUrl"]
     history = History(VISIBILITY_S)
-    stop_producing, stop_consuming = threading.Event(), threading.Event()
-    producers = [_guarded(history, lambda n=n, node=node: _produce(
-        history, n, node, url, stop_producing)) for n, node in enumerate(nodes)]
-    consumers = [_guarded(history, lambda n=n, node=node: _consume(
-        history, n, node, url, stop_consuming)) for n, node in enumerate(nodes)]
-    for thread in producers + consumers:
-        thread.start()
+    load = Load(history, nodes, url).start()
     try:
         for _ in range(failovers):
             time.sleep(LOAD_BETWEEN_S)
             nemesis.fail_over()
         time.sleep(LOAD_BETWEEN_S)
     finally:
-        stop_producing.set()
-        for thread in producers:
-            thread.join(60)
-        acked = {i for op in history.of("send") for i in op.ids}
-        deadline = time.monotonic() + DRAIN_S
-        while time.monotonic() < deadline and not acked <= {
-                i for op in history.of("receive") for i in op.ids}:
-            time.sleep(0.2)
-        stop_consuming.set()
-        for thread in consumers:
-            thread.join(60)
-    return history, check(history, _queued(nodes[0], url))
+        load.finish(DRAIN_S)
+    return history, check(history, queued(nodes[0], url))
 
 
 def _report(nemesis: Nemesis, history: History, verdict: Verdict, nodes: int) -> dict:
     # From a crash: the whole outage. From any promotion: how soon the nodes follow it.
-    recovery = sorted(_recovery_s(history, f.died, n) for f in nemesis.failovers
+    recovery = sorted(recovery_s(history, f.died, n) for f in nemesis.failovers
                       for n in range(nodes) if f.kind == "crash")
-    following = sorted(_recovery_s(history, f.promoted, n) for f in nemesis.failovers
+    following = sorted(recovery_s(history, f.promoted, n) for f in nemesis.failovers
                        for n in range(nodes))
     # Acknowledged from the stall before a death until the standby was rebuilt.
     acked_during = sum(len(op.ids) for op in history.of("send") if any(
@@ -201,21 +107,13 @@ def _report(nemesis: Nemesis, history: History, verdict: Verdict, nodes: int) ->
     }
 
 
-def _write_report(report: dict) -> None:
-    path = os.environ.get("CONVEYOR_FAILOVER_REPORT")
-    if path:
-        with open(path, "a") as out:
-            out.write(json.dumps(report) + "\n")
-    print(json.dumps(report))
-
-
 def test_failovers_under_load_lose_nothing_acknowledged(
         cluster: tuple[Nemesis, list[ServerProcess]]) -> None:
     nemesis, nodes = cluster
     failovers = _failovers() if nemesis.sync else ASYNC_FAILOVERS
     history, verdict = _run(nemesis, nodes, failovers)
     report = _report(nemesis, history, verdict, len(nodes))
-    _write_report(report)
+    write_report("CONVEYOR_FAILOVER_REPORT", report)
 
     assert not history.failures, history.failures
     assert set(code for _, code in history.errors) <= PASSING, history.errors
@@ -225,10 +123,10 @@ def test_failovers_under_load_lose_nothing_acknowledged(
             assert any(op.node == n and op.start >= failover.promoted
                        for op in history.of("send"))
     # The wake-ups followed the primary: a send on one node wakes a long poll on the other.
-    wake = _client(nodes[0]).create_queue(QueueName="wake")["QueueUrl"]
+    wake = client(nodes[0]).create_queue(QueueName="wake")["QueueUrl"]
     for receiver, sender in ((nodes[1], nodes[0]), (nodes[0], nodes[1])):
         poll = LongPoll(receiver.url, wake)
-        _client(sender).send_message(QueueUrl=wake, MessageBody=f"to {receiver.port}")
+        client(sender).send_message(QueueUrl=wake, MessageBody=f"to {receiver.port}")
         assert poll.bodies() == [f"to {receiver.port}"]
     if nemesis.sync:
         assert not verdict.lost, f"lost {len(verdict.lost)} acknowledged: {report}"

@@ -1,6 +1,7 @@
 """deploy/kubernetes: every manifest passes the Kubernetes API's schema offline (the
 `kubernetes-validate` package bundles them), the KEDA example passes KEDA's ScaledObject
-CRD schema (vendored in schemas/), and the pieces fit together: the names they refer to
+CRD schema (vendored in schemas/), the CloudNativePG example the fields of its Cluster and
+Pooler it uses (CNPG_SCHEMAS), and the pieces fit together: the names they refer to
 exist, the `conveyor` arguments parse, the server's config file loads."""
 
 from __future__ import annotations
@@ -39,7 +40,45 @@ def _documents() -> list[tuple[str, dict[str, Any]]]:
 
 
 DOCS = _documents()
-BUILT_IN = [(name, doc) for name, doc in DOCS if not doc["apiVersion"].startswith("keda.sh/")]
+CNPG = "postgresql.cnpg.io/v1"
+BUILT_IN = [(name, doc) for name, doc in DOCS
+            if not doc["apiVersion"].startswith(("keda.sh/", "postgresql.cnpg.io/"))]
+
+
+def _object(required: list[str], **properties: Any) -> dict[str, Any]:
+    """A JSON schema object of exactly these properties (as _strict makes KEDA's)."""
+    return {"type": "object", "required": required, "properties": properties,
+            "additionalProperties": False}
+
+
+_STRING_MAP = {"type": "object", "additionalProperties": {"type": "string"}}
+_NAME_REF = _object(["name"], name={"type": "string"})
+# The fields of CloudNativePG's Cluster and Pooler (API postgresql.cnpg.io/v1, 1.25 and
+# later: cloudnative-pg.io/docs, "API Reference") that the example sets, with their types
+# and allowed values; anything else fails, as a misspelt field would be pruned unseen.
+CNPG_SCHEMAS = {
+    "Cluster": _object(
+        ["instances"],
+        instances={"type": "integer", "minimum": 1},
+        primaryUpdateStrategy={"enum": ["supervised", "unsupervised"]},
+        postgresql=_object(
+            [], parameters=_STRING_MAP,
+            synchronous=_object(["method", "number"], method={"enum": ["any", "first"]},
+                                number={"type": "integer", "minimum": 1},
+                                dataDurability={"enum": ["required", "preferred"]})),
+        bootstrap=_object(["initdb"], initdb=_object(
+            [], database={"type": "string"}, owner={"type": "string"}, secret=_NAME_REF)),
+        storage=_object(["size"], size={"type": "string"}),
+        affinity=_object([], enablePodAntiAffinity={"type": "boolean"},
+                         topologyKey={"type": "string"})),
+    "Pooler": _object(
+        ["cluster", "pgbouncer"],
+        cluster=_NAME_REF,
+        instances={"type": "integer", "minimum": 0},
+        type={"enum": ["rw", "ro", "r"]},
+        pgbouncer=_object([], poolMode={"enum": ["session", "transaction"]},
+                          parameters=_STRING_MAP)),
+}
 
 
 def _ids(items: list[tuple[str, dict[str, Any]]]) -> list[str]:
@@ -101,6 +140,33 @@ def test_scaled_object_passes_kedas_crd_schema() -> None:
     bad["spec"]["minReplicas"] = 0  # the HPA's name for it, not KEDA's
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.Draft7Validator(schema).validate(bad)
+
+
+def test_cloudnativepg_example_passes_its_fields_schema_and_fits_together() -> None:
+    cnpg = [doc for _, doc in DOCS if doc["apiVersion"] == CNPG]
+    assert sorted(doc["kind"] for doc in cnpg) == ["Cluster", "Pooler"]
+    for doc in cnpg:
+        jsonschema.Draft7Validator(CNPG_SCHEMAS[doc["kind"]]).validate(doc["spec"])
+    (cluster,) = (doc for doc in cnpg if doc["kind"] == "Cluster")
+    (pooler,) = (doc for doc in cnpg if doc["kind"] == "Pooler")
+    bad = copy.deepcopy(pooler)
+    bad["spec"]["pgbouncer"]["poolmode"] = "transaction"  # misspelt: pruned by the API
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.Draft7Validator(CNPG_SCHEMAS["Pooler"]).validate(bad["spec"])
+    assert pooler["spec"]["cluster"]["name"] == cluster["metadata"]["name"]
+    # Conveyor keeps no session state only when told (--store-listen): the server reads it.
+    assert pooler["spec"]["pgbouncer"]["poolMode"] == "transaction"
+    assert pooler["spec"]["type"] == "rw"  # writes: the primary
+    server = _by_kind("Deployment")["conveyor-server"]["spec"]["template"]["spec"]
+    env = {e["name"] for c in server["containers"] for e in c.get("env", [])}
+    assert "CONVEYOR_STORE_LISTEN" in env
+    # A failover loses nothing acknowledged: a synchronous standby, promoted first.
+    assert cluster["spec"]["postgresql"]["synchronous"]["number"] >= 1
+    assert cluster["spec"]["instances"] >= 3
+    initdb = cluster["spec"]["bootstrap"]["initdb"]
+    owner = _by_kind("Secret")[initdb["secret"]["name"]]
+    assert owner["type"] == "kubernetes.io/basic-auth"
+    assert owner["stringData"]["username"] == initdb["owner"]
 
 
 def test_keda_trigger_points_at_conveyor_with_known_parameters() -> None:
