@@ -25,6 +25,7 @@ with them stored, and how late they come once due (issue 32).
 from __future__ import annotations
 
 import argparse
+import shutil
 import statistics
 import subprocess
 import sys
@@ -212,7 +213,9 @@ def main() -> None:
                   f"{min(late):.3f} to {max(late):.3f} s (median {statistics.median(late):.3f}) |")
     finally:
         server.stop()
-    print(f"(data and the servers' log in {work})")
+        shutil.rmtree(data_dir, ignore_errors=True)
+        shutil.rmtree(empty_dir, ignore_errors=True)
+    print(f"(the servers' log: {log})")
 
 
 if __name__ == "__main__":
