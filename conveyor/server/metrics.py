@@ -140,9 +140,10 @@ class _HeldBack(Collector):
     def collect(self) -> Iterator[Metric]:
         family = CounterMetricFamily(
             "conveyor_queue_receives_held_back", "Receives that a queue's limit held back, by "
-            "limit: receive_rate (the queue's rate granted fewer messages than asked while "
-            "more were there), group_concurrency or group_receive_rate (a group was left "
-            "short and the receive handed out fewer than asked). Only queues with limits.",
+            "limit: receive_rate (the queue's rate granted fewer messages than asked, and the "
+            "claim handed out all it granted), group_concurrency or group_receive_rate (a "
+            "group was left short and the receive handed out fewer than asked). Only queues "
+            "with limits.",
             labels=["region", "queue", "limit"])
         for region, name, limit, count in self.totals():
             family.add_metric([region, name, limit], count)
