@@ -34,6 +34,7 @@ from conveyor.service import (
     controls,
     leases,
     polls,
+    tenants,
     workers,
 )
 from conveyor.service.base import queue_name_from
@@ -111,7 +112,8 @@ class App:
     def __init__(self, service: Service, settings: ServerSettings) -> None:
         self.service = service
         self.settings = settings
-        self.metrics = ServerMetrics(service.store_figures, service.activity.totals)
+        self.metrics = ServerMetrics(service.store_figures, service.activity.totals,
+                                     service.held_back.totals)
         self.waiters = Waiters()
         self.service.wakeups = self.waiters  # sends, releases and other nodes wake long polls
         self._tasks: list[asyncio.Task[None]] = []
@@ -399,6 +401,8 @@ class App:
         except StoreUnavailable:  # the rest still tells how the node fares meanwhile
             queues = []
         self.metrics.paused.set(sum(controls.is_paused(queue) for queue, _ in queues))
+        self.metrics.set_limits([(queue.region, queue.name, tenants.settings(queue))
+                                 for queue, _ in queues])
         for queue, counts in queues:
             for state, value in (("visible", counts.visible), ("in_flight", counts.in_flight),
                                  ("delayed", counts.delayed)):

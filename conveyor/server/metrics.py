@@ -127,17 +127,63 @@ class _QueueActivity(Collector):
         yield from families
 
 
+# Receives a tenant limit held back (region, queue, limit, count): the service's HeldBack.
+HeldTotals = Callable[[], list[tuple[str, str, str, int]]]
+
+
+class _HeldBack(Collector):
+    """Receives each queue's limits held back, as the service counts them."""
+
+    def __init__(self, totals: HeldTotals) -> None:
+        self.totals = totals
+
+    def collect(self) -> Iterator[Metric]:
+        family = CounterMetricFamily(
+            "conveyor_queue_receives_held_back", "Receives that a queue's limit held back, by "
+            "limit: receive_rate (the queue's rate granted fewer messages than asked, and the "
+            "claim handed out all it granted), group_concurrency or group_receive_rate (a "
+            "group was left short and the receive handed out fewer than asked). Only queues "
+            "with limits.",
+            labels=["region", "queue", "limit"])
+        for region, name, limit, count in self.totals():
+            family.add_metric([region, name, limit], count)
+        yield family
+
+
+# Each queue's limits (service/tenants.py settings): gauge name -> help.
+LIMIT_GAUGES = {
+    "group_concurrency": "Most messages of one message group in flight at once "
+                         "(ConveyorGroupConcurrency), for queues with a cap.",
+    "receive_rate": "Messages a second receives hand out from the queue "
+                    "(ConveyorReceiveRate), for queues with a rate.",
+    "receive_burst": "Most messages the queue's rate lets go at once (ConveyorReceiveBurst "
+                     "or the rate's one second), for queues with a rate.",
+    "group_receive_rate": "Messages a second receives hand out from each message group "
+                          "(ConveyorGroupReceiveRate), for queues with a group rate.",
+    "group_receive_burst": "Most messages a group's rate lets go at once "
+                           "(ConveyorGroupReceiveBurst or the rate's one second).",
+    "max_delay_seconds": "The longest DelaySeconds the queue takes (ConveyorMaxDelaySeconds), "
+                         "for queues that opted in to delays past 15 minutes.",
+}
+
+
 def _bound(bound: float) -> str:
     return "+Inf" if bound == float("inf") else repr(float(bound))
 
 
 class ServerMetrics:
-    def __init__(self, store_figures: Figures, queue_totals: Totals) -> None:
+    def __init__(self, store_figures: Figures, queue_totals: Totals,
+                 held_back: HeldTotals) -> None:
         self.registry = CollectorRegistry()
         self.requests = _RequestStats()  # requests.observe(action, outcome, seconds)
         self.registry.register(self.requests)
         self.registry.register(_StoreFigures(store_figures))
         self.registry.register(_QueueActivity(queue_totals))
+        self.registry.register(_HeldBack(held_back))
+        # Set at each scrape from the queues' records (service/tenants.py settings).
+        self.limits = {name: Gauge(f"conveyor_queue_{name}", text, ["region", "queue"],
+                                   registry=self.registry)
+                       for name, text in LIMIT_GAUGES.items()}
         self.messages = Gauge(
             "conveyor_queue_messages", "Messages per queue by state (visible, in_flight, delayed).",
             ["region", "queue", "state"], registry=self.registry)
@@ -165,6 +211,14 @@ class ServerMetrics:
     def announced(self, via: str) -> None:
         """Count one announcement recorded (see service/workers.py and polls.py)."""
         self._announcements.labels(via).inc()
+
+    def set_limits(self, queues: list[tuple[str, str, dict[str, float]]]) -> None:
+        """Each queue's limits, as (region, name, settings): only those that apply."""
+        for gauge in self.limits.values():
+            gauge.clear()
+        for region, name, settings in queues:
+            for setting, value in settings.items():
+                self.limits[setting].labels(region, name).set(value)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

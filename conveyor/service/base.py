@@ -17,6 +17,7 @@ from conveyor.service import rules, validate
 from conveyor.service.activity import MINUTE_MS, Activity, History, Range
 from conveyor.service.context import RequestContext
 from conveyor.service.signins import SignInThrottle
+from conveyor.service.tenants import HeldBack
 from conveyor.sqs.errors import InvalidParameterValue, QueueDoesNotExist
 from conveyor.sqs.limits import Limits
 from conveyor.store.base import (
@@ -61,6 +62,7 @@ class ServiceBase:
         self.sign_ins = SignInThrottle(store, self.clock)  # the console's failed sign-ins
         self.activity = Activity()  # what each queue did, for the charts (activity.py)
         self._activity_pruned_minute = 0
+        self.held_back = HeldBack()  # receives each tenant limit held back (tenants.py)
         # Word from other nodes sharing the store goes to this node's parked long polls.
         store.on_remote_ready = lambda queue_id, count: self.wakeups.notify(queue_id, count)
         store.on_remote_missed = lambda: self.wakeups.notify_all()

@@ -278,6 +278,7 @@ class MessageActions(ServiceBase):
         granted, plan.retry_ms = await tenants.take(self.store, queue, plan.max_messages,
                                                     now_ms)
         if not granted:
+            self.held_back.count(queue, [tenants.HELD_BY_RATE])
             return {}
         moved_before = 0
         redrive = await self._redrive_for(ctx, queue)
@@ -293,6 +294,8 @@ class MessageActions(ServiceBase):
             stored, retry_ms = await receive_from(self.store, queue, granted,
                                                   plan.visibility_ms, now_ms, redrive, picking)
         plan.retry_ms = tenants.sooner(plan.retry_ms, retry_ms)
+        self.held_back.count(queue, tenants.held(plan.max_messages, granted, len(stored),
+                                                 picking))
         await tenants.give_back(self.store, queue, granted - len(stored), now_ms)
         if redrive and redrive.moved:
             dlq = await self.store.get_queue_by_id(redrive.dead_letter_queue_id)

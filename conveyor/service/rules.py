@@ -256,6 +256,21 @@ def group_room(cap: int, rate: Rate | None, in_flight: int, tat_ms: float | None
     return room
 
 
+# What held a group back, by the name /metrics counts it under (service/tenants.py).
+HELD_BY_CAP, HELD_BY_GROUP_RATE = "group_concurrency", "group_receive_rate"
+
+
+def group_holds(cap: int, rate: Rate | None, in_flight: int, tat_ms: float | None,
+                now_ms: int, limit: int) -> list[str]:
+    """Which of a group's limits leave it room for fewer than `limit` (group_room)."""
+    held = []
+    if cap and cap - in_flight < limit:
+        held.append(HELD_BY_CAP)
+    if rate is not None and rate.room(tat_ms, now_ms) < limit:
+        held.append(HELD_BY_GROUP_RATE)
+    return held
+
+
 # --- moving (StartMessageMoveTask) ---------------------------------------------------------------
 
 # Messages to move are taken oldest first: "Dead-letter queues redrive messages in the order

@@ -176,14 +176,16 @@ def _families(registry: Any) -> list[Family]:
 
 
 def _server_metrics() -> list[Family]:
-    from conveyor.server.metrics import ServerMetrics
+    from conveyor.server.metrics import LIMIT_GAUGES, ServerMetrics
     from conveyor.service.activity import KINDS
     from conveyor.store.journal import JournaledStore
 
     journal = SimpleNamespace(_held=0, _journal_bytes=0, _checkpoints=0,
                               _checkpoint_failures=0, _checkpoint_s=0.0)
     figures = (JournaledStore.gauges(journal), JournaledStore.counters(journal))  # type: ignore[arg-type]
-    metrics = ServerMetrics(lambda: figures, lambda: [("us-east-1", "jobs", [1] * len(KINDS))])
+    metrics = ServerMetrics(lambda: figures, lambda: [("us-east-1", "jobs", [1] * len(KINDS))],
+                            lambda: [("us-east-1", "jobs", "receive_rate", 1)])
+    metrics.set_limits([("us-east-1", "jobs", dict.fromkeys(LIMIT_GAUGES, 1))])
     metrics.requests.observe("SendMessage", "ok", 0.001)
     metrics.messages.labels("us-east-1", "jobs", "visible").set(0)
     metrics.announced("AnnounceWorker")

@@ -267,3 +267,34 @@ def test_the_failing_view_lists_messages_whose_last_attempt_failed(
     assert listed(f"{base}?view=failing") == {bad: "http-500 (HTTP 500)", slow: "timeout"}
     assert listed(f"{base}?view=failing&search=timeout") == {slow: "timeout"}
     assert fine in listed(base)
+
+
+def test_limits_show_on_the_queue_page_with_units_and_mark_the_queue_in_the_list(
+        raw: RawClient, make_queue: QueueFactory) -> None:
+    limited = queue_name_of(make_queue(
+        prefix="con-lim", ConveyorGroupConcurrency=3, ConveyorReceiveRate=50,
+        ConveyorReceiveBurst=10, ConveyorGroupReceiveRate=0.5,
+        ConveyorMaxDelaySeconds=86400))
+    delays_only = queue_name_of(make_queue(prefix="con-late", ConveyorMaxDelaySeconds=7200))
+    plain = queue_name_of(make_queue(prefix="con-plain"))
+
+    page = _get(raw, f"/console/queues/us-east-1/{limited}").body.decode()
+    limits = page.split("<h2>Limits</h2>")[1].split("</table>")[0]
+    assert _rows(limits) == [["Group concurrency", "3 in flight per group"],
+                             ["Receive rate", "50/s, burst 10"],
+                             # the group burst left at 0: the rate's second, at least 1
+                             ["Group receive rate", "0.5/s per group, burst 1"],
+                             ["Longest delay", "1 day"]]
+    page = _get(raw, f"/console/queues/us-east-1/{delays_only}").body.decode()
+    assert _rows(page.split("<h2>Limits</h2>")[1].split("</table>")[0]) == [
+        ["Longest delay", "2 h"]]
+    assert "<h2>Limits</h2>" not in _get(raw, f"/console/queues/us-east-1/{plain}").body.decode()
+
+    overview = _get(raw, "/console").body.decode()
+    names = {cells[0] for cells in _rows(overview)}
+    assert {f"{limited} limits", delays_only, plain} <= names  # rates and caps, not delays
+    badge = re.search(rf">{limited}</a> <span class=\"badge limits\" title=\"([^\"]*)\"",
+                      overview)
+    assert badge and badge[1] == ("Group concurrency: 3 in flight per group; Receive rate: "
+                                  "50/s, burst 10; Group receive rate: 0.5/s per group, "
+                                  "burst 1")

@@ -12,8 +12,11 @@ the parameter <name>."), the two errors botocore's model lists for SetQueueAttri
 
 from __future__ import annotations
 
+import urllib.request
 from collections import Counter
 from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.server.helpers import RawClient, advance_clock, raises_sqs, unique
 from tests.server.test_workers_api import workers_call
@@ -158,3 +161,49 @@ def test_a_long_poll_held_back_by_the_rate_is_answered_when_a_token_comes(
     # Parked, not answered at its wait's end: the token's time ends its sleep.
     waiting = LongPoll(server.url, url, MaxNumberOfMessages=10)
     assert waiting.bodies() == ["None-1"]
+
+
+
+# The per-queue figures of the limits on /metrics (conveyor/server/metrics.py).
+LIMIT_METRICS = ("conveyor_queue_group_concurrency", "conveyor_queue_receive_rate",
+                 "conveyor_queue_receive_burst", "conveyor_queue_group_receive_rate",
+                 "conveyor_queue_group_receive_burst", "conveyor_queue_max_delay_seconds",
+                 "conveyor_queue_receives_held_back_total")
+
+
+def limit_metrics(server: ServerProcess, queue_url: str) -> dict[str, float]:
+    """The queue's limit samples on /metrics, by name (and `limit` label, in brackets)."""
+    queue = queue_url.rsplit("/", 1)[1]
+    with urllib.request.urlopen(server.url + "/metrics") as resp:
+        families = text_string_to_metric_families(resp.read().decode())
+    return {s.name + (f"[{s.labels['limit']}]" if "limit" in s.labels else ""): s.value
+            for family in families for s in family.samples
+            if s.labels.get("queue") == queue and s.name in LIMIT_METRICS}
+
+
+def test_metrics_show_each_queues_limits_and_count_the_receives_they_held_back(
+        server: ServerProcess, sqs: Any) -> None:
+    capped = sqs.create_queue(QueueName=unique("mcap"), Attributes={CAP: "1"})["QueueUrl"]
+    rated = sqs.create_queue(QueueName=unique("mrate"), Attributes={
+        RATE: "0.01", GROUP_RATE: "5", GROUP_BURST: "2",
+        "ConveyorMaxDelaySeconds": "3600"})["QueueUrl"]
+    plain = sqs.create_queue(QueueName=unique("mplain"))["QueueUrl"]
+    send(sqs, capped, "a", 3)
+    send(sqs, rated, None, 3)
+    send(sqs, plain, None, 3)
+
+    assert len(receive(sqs, capped)) == 1  # the cap: one of group a in flight
+    assert len(receive(sqs, capped)) == 0
+    assert len(receive(sqs, rated)) == 1  # the rate's burst: its one second, 1 message
+    assert len(receive(sqs, rated)) == 0  # the next token in 100 s
+    assert len(receive(sqs, plain)) == 3
+
+    assert limit_metrics(server, capped) == {
+        "conveyor_queue_group_concurrency": 1,
+        "conveyor_queue_receives_held_back_total[group_concurrency]": 2}
+    assert limit_metrics(server, rated) == {
+        "conveyor_queue_receive_rate": 0.01, "conveyor_queue_receive_burst": 1,
+        "conveyor_queue_group_receive_rate": 5, "conveyor_queue_group_receive_burst": 2,
+        "conveyor_queue_max_delay_seconds": 3600,
+        "conveyor_queue_receives_held_back_total[receive_rate]": 2}
+    assert limit_metrics(server, plain) == {}

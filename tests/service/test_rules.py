@@ -92,3 +92,18 @@ def test_a_fifo_receipt_deletes_only_while_in_flight() -> None:
 def test_a_message_never_moves_onto_its_own_queue() -> None:
     assert not rules.may_move(7, 7)
     assert rules.may_move(7, 8)
+
+
+@pytest.mark.parametrize(("cap", "rate", "in_flight", "tat_ms", "held"), [
+    (3, None, 1, None, ["group_concurrency"]),  # room for 2 of the 10 asked
+    (20, None, 1, None, []),  # room for all 10
+    (0, rules.Rate(5, 5), 0, None, ["group_receive_rate"]),  # a full bucket holds 5
+    (0, rules.Rate(100, 100), 0, None, []),
+    (1, rules.Rate(1, 1), 1, NOW + 1000, ["group_concurrency", "group_receive_rate"]),
+])
+def test_group_holds_names_the_limits_that_left_a_group_short(
+        cap: int, rate: rules.Rate | None, in_flight: int, tat_ms: float | None,
+        held: list[str]) -> None:
+    assert rules.group_holds(cap, rate, in_flight, tat_ms, NOW, 10) == held
+    room = rules.group_room(cap, rate, in_flight, tat_ms, NOW, 10)
+    assert (room < 10) == bool(held)  # short exactly when a limit is named

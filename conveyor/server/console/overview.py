@@ -119,7 +119,8 @@ class Overview:
 
 
 def _name_cell(queue: QueueRecord, holding: bool) -> str:
-    link = parts.queue_link(queue.region, queue.name) + parts.paused_badge(queue)
+    link = (parts.queue_link(queue.region, queue.name) + parts.paused_badge(queue)
+            + parts.limits_badge(queue))
     return (f'{link} <span class="badge" title="a dead-letter queue holding messages">'
             "dead letters</span>" if holding else link)
 

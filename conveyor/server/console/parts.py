@@ -14,7 +14,7 @@ import orjson
 
 from conveyor.server.console.auth import CSRF_FIELD
 from conveyor.server.console.frame import PREFIX
-from conveyor.service import Counts, QueueRecord, StoredMessage
+from conveyor.service import Counts, QueueRecord, StoredMessage, tenants
 from conveyor.service.context import parse_arn
 from conveyor.service.controls import is_paused
 
@@ -197,3 +197,28 @@ def paused_badge(queue: QueueRecord) -> str:
     """A mark on a queue whose delivery is paused (ConveyorQueues.PauseQueue)."""
     return (' <span class="badge paused" title="delivery paused: receives answer nothing '
             'until it is resumed">paused</span>' if is_paused(queue) else "")
+
+
+def limits(queue: QueueRecord) -> list[tuple[str, str]]:
+    """The queue's limits that apply (service/tenants.py settings), each as (what, how
+    much) in words with units."""
+    found = tenants.settings(queue)
+    out = []
+    if "group_concurrency" in found:
+        out.append(("Group concurrency", f"{found['group_concurrency']:g} in flight per group"))
+    for key, label, each in (("receive_rate", "Receive rate", ""),
+                             ("group_receive_rate", "Group receive rate", " per group")):
+        if key in found:
+            burst = found[key.replace("rate", "burst")]
+            out.append((label, f"{found[key]:g}/s{each}, burst {burst:g}"))
+    if "max_delay_seconds" in found:
+        out.append(("Longest delay", spoken_seconds(int(found["max_delay_seconds"]))))
+    return out
+
+
+def limits_badge(queue: QueueRecord) -> str:
+    """A mark on a queue whose receives a group cap or a rate bounds, naming them."""
+    bounds = [f"{what}: {much}" for what, much in limits(queue) if what != "Longest delay"]
+    if not bounds:
+        return ""
+    return f' <span class="badge limits" title="{escape("; ".join(bounds))}">limits</span>'

@@ -44,7 +44,8 @@ class QueuePage:
         body = [f'<p><a href="{PREFIX}">All queues</a></p>', v.notice(),
                 f"<p>URL <code>{escape(ctx.queue_url(name))}</code><br>"
                 f"ARN <code>{escape(ctx.queue_arn(name))}</code></p>",
-                f'<section id="counts" data-live>{_paused(queue)}{_counts(counts)}</section>',
+                f'<section id="counts" data-live>{_paused(queue)}{_counts(counts)}'
+                f"{_limits(queue)}</section>",
                 '<section id="activity" data-live>' + await charts.queue_activity(
                     self.service, queue, v.query) + "</section>",
                 await self._actions(v, ctx, queue),
@@ -192,6 +193,15 @@ def _paused(queue: QueueRecord) -> str:
     return parts.notice("Delivery paused: receives (and workers) get nothing from this "
                         "queue until it is resumed; sends, deletes and moves go on.",
                         error=True)
+
+
+def _limits(queue: QueueRecord) -> str:
+    """What bounds the queue's receives and delays, where anything does."""
+    shown = parts.limits(queue)
+    if not shown:
+        return ""
+    return '<h2>Limits</h2>' + parts.table(["Limit", "Setting"], [
+        [escape(what), escape(much)] for what, much in shown])
 
 
 def _counts(counts: Counts) -> str:
