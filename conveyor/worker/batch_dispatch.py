@@ -142,7 +142,7 @@ class BatchDispatcher:
         except asyncio.CancelledError:
             self._release(batch)
             raise
-        outcomes, ready = with_bodies(batch, resolved)
+        outcomes, ready = with_bodies(batch, resolved, ordered=self._groups.ordered)
         if ready:
             posted = self._open.posting()
             status = "cancelled"
@@ -180,7 +180,7 @@ def followers(job: Job, groups: GroupQueues[Job], room: int,
               one_by_one: Callable[[Job], bool]) -> list[Job]:
     """FIFO: up to `room` messages of the job's group waiting behind it, to go in its batch;
     they stop before the first that is to be `one_by_one` (when it is its group's first)."""
-    if job.group is None or room <= 0:
+    if job.group is None or not groups.ordered or room <= 0:
         return []
     found: list[Job] = []
     for other in groups.following(job.group, room):
@@ -190,8 +190,8 @@ def followers(job: Job, groups: GroupQueues[Job], room: int,
     return found
 
 
-def with_bodies(batch: Sequence[Job], resolved: Sequence[Message | Unavailable]
-                ) -> tuple[list[Outcome | None], dict[int, Message]]:
+def with_bodies(batch: Sequence[Job], resolved: Sequence[Message | Unavailable], *,
+                ordered: bool) -> tuple[list[Outcome | None], dict[int, Message]]:
     """Sort a batch by its offloaded bodies (`resolved`, in order): the messages to POST (by
     position, with their bodies), and the outcomes so far: a message whose body is
     unavailable fails alone (FIFO: its group's later ones wait, None)."""
@@ -203,7 +203,7 @@ def with_bodies(batch: Sequence[Job], resolved: Sequence[Message | Unavailable]
             continue
         if isinstance(found, Unavailable):
             outcomes[i] = Outcome(False, found.status, 0.0, detail=str(found))
-            if job.group is not None:
+            if job.group is not None and ordered:
                 stopped.add(job.group)
         else:
             ready[i] = found

@@ -52,6 +52,7 @@ class WorkerConfig:
     batching_window: float = 0.0
     receive_rate: float = 0.0
     receive_burst: int = 0
+    group_concurrency: int = 0
     health_check_path: str = ""
     signing_secret: str = ""
     status_port: int = 0

@@ -15,6 +15,8 @@ instead (`OpenPosts`, adaptive.py).
 
 On a FIFO queue, one message per MessageGroupId is at the app at a time, in receive order
 (`GroupQueues`); the group's later messages wait here, kept invisible, until it is done.
+With GroupConcurrency, where the server caps no group (local_limits.py), the same line
+holds a standard queue's groups to that many at the app at once, without order.
 When it fails, it is tried again here rather than handed back to SQS: SQS would not hand
 it out again while its group's later messages are in flight, and handing those back too
 would cost each of them a receive per failure (ApproximateReceiveCount counts every
@@ -72,7 +74,7 @@ from conveyor.worker.delivery import Deliverer, Outcome, iso8601_utc
 from conveyor.worker.flow import IdleControl, OpenPosts, Slots
 from conveyor.worker.heartbeat import Heartbeat
 from conveyor.worker.job import Job, Waiting
-from conveyor.worker.local_limits import LocalRate
+from conveyor.worker.local_limits import LocalRate, local_group_cap
 from conveyor.worker.metrics import WorkerMetrics
 from conveyor.worker.outage import AppOutage
 from conveyor.worker.partitions import (
@@ -213,6 +215,10 @@ class Worker:
                         max_retries=config.max_retries,
                         visibility_timeout_s=config.visibility_timeout,
                         retention_period_s=config.retention_period)
+                group_cap = (await local_group_cap(
+                    self._sqs, self.queues.queue_url, self.queue_name,
+                    wanted=config.group_concurrency, fifo=self._fifo)
+                    if config.group_concurrency else 0)
             except (SQSTransportError, SQSError) as exc:
                 if isinstance(exc, SQSError) and not exc.retryable:
                     raise
@@ -221,6 +227,9 @@ class Worker:
                 continue
             self.queue_url = self.queues.queue_url
             self._poll_errors.reset()
+            if group_cap:  # held back by the cap, messages keep their slots (flow.py)
+                self.settlement.cap_groups(group_cap)
+                self._open.holds_back()
             if config.expired_to_dead_letter and self.queues.dead_letter_url is None:
                 log.warning("ExpiredToDeadLetter is set but queue %s has no dead-letter queue: "
                             "messages older than RetentionPeriod are deleted", self.queue_name)

@@ -56,6 +56,9 @@ class OpenPosts:
     """The gate in front of the app: at most `limit.current` POSTs open (adaptive.py), and
     at most as many messages as they carry plus one receive's batch held (`held`), so that
     a worker whose app is slow keeps no more messages invisible than it can soon send.
+    A worker that caps its message groups itself holds, besides, up to as many again held
+    back by the cap (`holds_back`): each keeps its slot, so receives stop while they are
+    that many, and there is room left to receive other groups' messages meanwhile.
     The open-request and concurrency-limit gauges follow it."""
 
     def __init__(self, limit: ConcurrencyLimit, held: Slots, metrics: WorkerMetrics, *,
@@ -66,6 +69,7 @@ class OpenPosts:
         self._metrics = metrics
         self._per_post = per_post  # messages one POST carries (BatchSize, or 1)
         self._receive_batch = receive_batch
+        self._held_back = False
         self._resize_held()
         metrics.concurrency_limit(limit.current)
 
@@ -94,8 +98,14 @@ class OpenPosts:
         if self.limit.adaptive:
             self._metrics.concurrency_limit(self.limit.current, self.limit.cuts)
 
+    def holds_back(self) -> None:
+        """From now on messages are held back by a group cap (settlement.py)."""
+        self._held_back = True
+        self._resize_held()
+
     def _resize_held(self) -> None:
-        self._held.resize(self.limit.current * self._per_post + self._receive_batch)
+        at_app = self.limit.current * self._per_post
+        self._held.resize(at_app * (2 if self._held_back else 1) + self._receive_batch)
 
 
 class IdleControl:

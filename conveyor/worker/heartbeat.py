@@ -4,7 +4,8 @@ Every tick, each message whose visibility ends within half of VisibilityTimeout 
 - extended by VisibilityTimeout while its request is open (seed 003), up to
   ConnectTimeout + InactivityTimeout (`request_limit_s`);
 - extended when it is only buffered (every connection busy) or waits here (FIFO: behind its
-  group's first, or for a retry here; or held while the app is unavailable). Released, it
+  group's first, or for a retry here; behind its group's cap, GroupConcurrency; or held
+  while the app is unavailable). Released, it
   would be received again, and each receive counts towards maxReceiveCount: a message
   would lose an attempt at the app to the worker's own pace (issue 34; settlement.py);
   on a FIFO queue SQS would also hand its group out again behind this worker's back.

@@ -23,8 +23,8 @@ class Job:
     started_s: float | None = None
     extending: bool = False
     released: bool = False
-    group: str | None = None  # MessageGroupId on a FIFO queue
-    waiting: bool = False  # held back here without a slot (behind its group, or a retry)
+    group: str | None = None  # MessageGroupId of a group held here (FIFO, GroupConcurrency)
+    waiting: bool = False  # held back here without a slot (behind its FIFO group, a retry)
     retry: asyncio.TimerHandle | None = None  # when a retry here is due
     exhausted: bool = False  # failed maxReceiveCount times: for the dead-letter queue
     failure: Outcome | None = None  # the POST that found the app unavailable (held since)

@@ -118,6 +118,12 @@ CONVEYOR_OPTIONS = (
     Option("ReceiveBurst", "receive_burst", int, 0,
            "With ReceiveRate: messages taken at once at most (0 = the rate's one second).",
            0, 100000),
+    Option("GroupConcurrency", "group_concurrency", int, 0,
+           "Most messages of one MessageGroupId at the app at once from this worker, where "
+           "the queue server caps none (Amazon SQS; a Conveyor queue without "
+           "ConveyorGroupConcurrency, which holds for every worker and is then left to): "
+           "the others wait here, invisible, while other groups' messages go on. "
+           "Standard queues (FIFO's cap is 1). 0 = none.", 0, 100000),
     Option("HealthCheckPath", "health_check_path", str, "",
            "Path on the app to GET while it looks unavailable; a 2xx answer means it is back "
            "('' = none: a held message is POSTed instead)."),

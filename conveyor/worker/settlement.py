@@ -2,10 +2,10 @@
 held, released, dead-lettered or expired is decided here and nowhere else.
 
 Settlement holds every message the worker received and has not finished with (`jobs`),
-the FIFO group queues (`groups`), the messages waiting here without a slot (`waiting`)
-and the dispatchers' buffer. The daemon polls and dispatches; the outage (outage.py), the
-batch dispatchers (batch_dispatch.py) and the heartbeats (heartbeat.py) act on messages
-only through it.
+the group queues (`groups`: FIFO, or capped by GroupConcurrency), the messages waiting
+here without a slot (`waiting`) and the dispatchers' buffer. The daemon polls and
+dispatches; the outage (outage.py), the batch dispatchers (batch_dispatch.py) and the
+heartbeats (heartbeat.py) act on messages only through it.
 
 The promises it keeps, and checks where they are kept (`Invariants`):
 
@@ -24,6 +24,9 @@ The promises it keeps, and checks where they are kept (`Invariants`):
 2. A 2xx is final: the message is deleted and never POSTed again by this worker.
 3. FIFO: within a group, nothing is POSTed before every earlier message succeeded or was
    dead-lettered, and never two POSTs at once (a batch carries a group's messages in one).
+   A group capped here (GroupConcurrency, local_limits.py): never more of its messages at
+   the app at once than the cap; the others wait their turn here, invisible, while other
+   groups' messages pass them.
 4. An outage of any length, starting at any moment, costs no receive: what the worker
    holds stays held (up to 12 hours of visibility, SQS's limit, and RetentionPeriod), and
    goes to the app, in order, when it answers again.
@@ -79,7 +82,8 @@ class Invariants:
         self._queue_name = queue_name
         self.broken: list[str] = []
         self._done: OrderedDict[str, None] = OrderedDict()
-        self._posting: dict[str, int] = {}  # group → POSTs open for it
+        self._posting: dict[str, int] = {}  # group → its places at the app in use
+        self._fifo = queue_name.endswith(".fifo")  # SQS requires the suffix
 
     def check(self, holds: bool, what: str, message: Message) -> None:
         if holds:
@@ -94,30 +98,40 @@ class Invariants:
             self._done.popitem(last=False)
 
     def posting(self, jobs: Sequence[Job], groups: GroupQueues[Job]) -> None:
-        """Before one POST of `jobs` (in order): none answered 2xx before; FIFO: each
-        group's first in it is its group's first here, and no other POST of it is open."""
-        seen: list[str] = []
+        """Before one POST of `jobs` (in order): none answered 2xx before; per held group
+        (groups.py), its message is at the group's front and no more of the group than its
+        cap are at the app at once. FIFO: a group's first message in the POST is its first
+        here (the others follow it in the batch), and no other POST of it is open."""
         for job in jobs:
-            message = job.message
-            self.check(message.message_id not in self._done, "a 2xx is final", message)
-            group = job.group
-            if group is None or group in seen:
-                continue
-            seen.append(group)
-            self.check(groups.first(group) is job, "FIFO order within a group", message)
-            self.check(not self._posting.get(group), "one POST at a time per group", message)
+            self.check(job.message.message_id not in self._done, "a 2xx is final", job.message)
+        fifo = self._fifo
+        for job, group in self._counted(jobs):
+            self.check(groups.at_front(group, job),
+                       "FIFO order within a group" if fifo else "a group's cap", job.message)
+            self.check(self._posting.get(group, 0) < groups.cap,
+                       "one POST at a time per group" if fifo else "a group's cap", job.message)
             self._posting[group] = self._posting.get(group, 0) + 1
 
     def posted(self, jobs: Sequence[Job]) -> None:
         """After that POST."""
-        if not self._posting:  # no FIFO group at the app: nothing to count down
+        if not self._posting:  # no held group at the app: nothing to count down
             return
-        for group in {job.group for job in jobs if job.group is not None}:
+        for _job, group in self._counted(jobs):
             left = self._posting.get(group, 0) - 1
             if left > 0:
                 self._posting[group] = left
             else:
                 self._posting.pop(group, None)
+
+    def _counted(self, jobs: Sequence[Job]) -> list[tuple[Job, str]]:
+        """The messages of a POST that take a place at their group's front: each one of a
+        capped group; FIFO, a group's first in the POST (the batch carries its followers)."""
+        counted: list[tuple[Job, str]] = []
+        for job in jobs:
+            group = job.group
+            if group is not None and not (self._fifo and any(g == group for _, g in counted)):
+                counted.append((job, group))
+        return counted
 
 
 class Settlement:
@@ -133,7 +147,10 @@ class Settlement:
         self.metrics = metrics
         self.clock = clock
         self.jobs: dict[str, Job] = {}  # by receipt handle
-        self.groups: GroupQueues[Job] = GroupQueues()
+        # FIFO: a cap of one per group, in order; a standard queue's groups are held only
+        # when the worker caps them itself (`cap_groups`).
+        self.groups: GroupQueues[Job] = (GroupQueues() if queue_name.endswith(".fifo")
+                                         else GroupQueues(0, ordered=False))
         self.waiting = waiting
         self.buffer: asyncio.Queue[Job | None] = asyncio.Queue()
         self.invariants = Invariants(queue_name)
@@ -162,20 +179,28 @@ class Settlement:
         assert self._change is not None
         return self._change.submit(message_id, entry)
 
+    def cap_groups(self, cap: int) -> None:
+        """Hold at most `cap` messages of each MessageGroupId at the app at once (a standard
+        queue whose server does not cap its groups; before the first receive)."""
+        self.groups.cap = cap
+
     # -- taking messages in -------------------------------------------------------------
 
     def accept(self, messages: list[Message], received_s: float) -> None:
-        """Hold newly received messages: to the dispatchers, or (FIFO) behind their group."""
+        """Hold newly received messages: to the dispatchers, or behind their group's front
+        (FIFO, or capped): there a FIFO message takes no slot (see _HELD_PER_SLOT in
+        daemon.py), a capped one keeps its own, as this worker keeps it from every other."""
         visible_until = received_s + self.config.visibility_timeout
         now = self.clock.monotonic_s()
         for message in messages:
             job = Job(message, received_s, visible_until, accepted_s=now)
             self.jobs[message.receipt_handle] = job
-            if self._fifo and message.group_id is not None:
+            if self.groups.cap and message.group_id is not None:
                 job.group = message.group_id
                 if not self.groups.add(job.group, job):
-                    self._slots.give(1)
-                    self.waiting.add(job)  # takes no slot (see _HELD_PER_SLOT in daemon.py)
+                    if self.groups.ordered:
+                        self._slots.give(1)
+                        self.waiting.add(job)
                     continue
             self.buffer.put_nowait(job)
         self.metrics.received(len(messages))
@@ -319,8 +344,9 @@ class Settlement:
         if (job.released or job.message.receipt_handle not in self.jobs
                 or job.started_s is not None):  # at the app (in its group's batch)
             return
-        self.waiting.discard(job)
-        self._slots.overdraw(1)
+        if job.waiting:  # held without a slot: it takes one now (a capped one kept its own)
+            self.waiting.discard(job)
+            self._slots.overdraw(1)
         self.buffer.put_nowait(job)
 
     async def expire(self, job: Job, age_s: float) -> None:
@@ -365,7 +391,7 @@ class Settlement:
         return True
 
     def finish(self, job: Job) -> None:
-        """The worker is done with this message; on a FIFO queue its group's next may go."""
+        """The worker is done with this message; its group's next (FIFO, or capped) may go."""
         self.jobs.pop(job.message.receipt_handle, None)
         if self.outage is not None:
             self.outage.forget(job)
@@ -412,7 +438,8 @@ class Settlement:
 
     def _holds_group(self, job: Job) -> bool:
         """True when later messages of this one's FIFO group wait here behind it."""
-        return (job.group is not None and self.groups.behind(job.group) > 0
+        return (job.group is not None and self.groups.ordered
+                and self.groups.behind(job.group) > 0
                 and not self._stopping.is_set())
 
     def _delete_for_good(self, message: Message) -> None:

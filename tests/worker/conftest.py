@@ -16,7 +16,7 @@ from conveyor.clock import Clock
 from conveyor.worker import Worker, load_config
 from conveyor.worker.cli import WORKER_HOOKS
 from conveyor.worker.daemon import HookFactory
-from tests.support import ServerProcess, sqs_client
+from tests.support import MOTO, ServerProcess, running_moto, sqs_client
 
 # Small values so every test runs in seconds; tests never assert how long anything took.
 FAST = {
@@ -41,6 +41,15 @@ def clock_server(tmp_path_factory) -> Iterator[ServerProcess]:
 @pytest.fixture
 def clock_sqs(clock_server: ServerProcess) -> Any:
     return sqs_client(clock_server.url)
+
+
+@pytest.fixture(scope="module")
+def moto_sqs_url(tmp_path_factory) -> Iterator[str]:
+    """moto's server (SQS, threaded) on a free port: a stand-in for Amazon SQS (no Conveyor
+    calls)."""
+    with running_moto(lambda port: [str(MOTO), "-H", "127.0.0.1", "-p", str(port)],
+                      tmp_path_factory.mktemp("moto")) as url:
+        yield url
 
 
 def run(coro: Coroutine[Any, Any, Any], timeout_s: float = 90.0) -> Any:

@@ -19,14 +19,12 @@ from conveyor.client.attempts import answer_head
 from conveyor.worker.attempts import reason_of
 from conveyor.worker.delivery import Outcome
 from tests.support import (
-    MOTO,
     POSTGRES_URL,
     STORES,
     ServerProcess,
     free_port,
     isolated,
     require_postgres,
-    running_moto,
     sqs_client,
 )
 from tests.worker.conftest import (
@@ -193,14 +191,6 @@ def test_batched_failures_are_kept_per_message(server: ServerProcess, queue_name
     assert json.loads(attempt.answer_head) == {
         "batchItemFailures": [{"itemIdentifier": failed_ids[0]}]}
     assert posts >= 1
-
-
-@pytest.fixture(scope="module")
-def moto_sqs_url(tmp_path_factory) -> Iterator[str]:
-    """moto's server, a stand-in for Amazon SQS (no Conveyor calls)."""
-    with running_moto(lambda port: [str(MOTO), "-H", "127.0.0.1", "-p", str(port)],
-                      tmp_path_factory.mktemp("moto")) as url:
-        yield url
 
 
 def test_on_moto_attempts_are_logged_and_the_worker_carries_on(moto_sqs_url: str,

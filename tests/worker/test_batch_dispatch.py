@@ -48,7 +48,7 @@ def test_a_missing_body_fails_its_message_and_holds_back_its_group() -> None:
     missing = PayloadUnavailable("NoSuchKey")
     resolved: list[Message | PayloadUnavailable] = [
         batch[0].message, missing, batch[2].message, batch[3].message, missing]
-    outcomes, ready = with_bodies(batch, resolved)
+    outcomes, ready = with_bodies(batch, resolved, ordered=True)
     assert ready == {0: batch[0].message, 3: batch[3].message}
     assert [o.status if o else None for o in outcomes] == [
         None, "payload-unavailable", None, None, "payload-unavailable"]

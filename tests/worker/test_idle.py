@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -19,7 +18,7 @@ from conveyor.runtime.presence import ANNOUNCE_EVERY_S, Presence
 from conveyor.worker.backoff import IdleBackoff
 from conveyor.worker.flow import IdleControl
 from conveyor.worker.receiver import Receiver
-from tests.support import MOTO, running_moto, sqs_client
+from tests.support import sqs_client
 from tests.worker.conftest import (
     aio,
     make_queue,
@@ -251,14 +250,6 @@ def test_a_transport_error_before_20_s_is_an_error_not_a_cut() -> None:
 
 
 # -- against moto's server, a stand-in for Amazon SQS -------------------------------------------
-
-@pytest.fixture(scope="module")
-def moto_sqs_url(tmp_path_factory) -> Iterator[str]:
-    """moto's server (SQS, threaded) on a free port."""
-    with running_moto(lambda port: [str(MOTO), "-H", "127.0.0.1", "-p", str(port)],
-                      tmp_path_factory.mktemp("moto")) as url:
-        yield url
-
 
 def test_on_moto_the_worker_falls_back_after_one_refusal_each(moto_sqs_url, queue_name):
     moto = sqs_client(moto_sqs_url)

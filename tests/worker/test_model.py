@@ -14,7 +14,9 @@ settlement.py states:
    past InactivityTimeout, a request dropped): refused connections never count; a drain
    hands what it holds back, which may cost each message one receive;
 4. FIFO: within a group, no message is POSTed before the one before it succeeded or was
-   dead-lettered, and never two at once;
+   dead-lettered, and never two at once; on a standard queue every other seed sends its
+   messages in groups and the worker caps them itself (GroupConcurrency, the queue has no
+   ConveyorGroupConcurrency): never more of a group at the app at once than the cap;
 5. the worker found none of its own invariants broken.
 
 In CI, 50 seeds (10 at a time, each its own queue, app and worker); with
@@ -27,6 +29,7 @@ an outage needs the heartbeats.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import time
 from typing import Any
@@ -46,6 +49,7 @@ OPTIONS = {**FAST, "MaxRetries": MAX_RETRIES, "ErrorVisibilityTimeout": 1,
            "HttpConnections": 4, "PollWaitTime": 20, "ExtendedPollWaitTime": 20,
            "DrainTimeout": 3}
 AT_ONCE = 10
+GROUP_CAP = 2  # GroupConcurrency of the standard queues' grouped seeds
 LONG = os.environ.get("CONVEYOR_LONG_TESTS") == "1"
 SEEDS = ([int(os.environ["CONVEYOR_MODEL_SEED"])] if os.environ.get("CONVEYOR_MODEL_SEED")
          else list(range(1000 if LONG else 50)))
@@ -65,6 +69,7 @@ class Run:
         if self.schedule.poison:
             self.bodies.append(POISON.decode())
         self.groups = {body: f"g{i % 3}" for i, body in enumerate(self.bodies)}
+        self.capped = not self.schedule.fifo and seed % 2 == 0  # groups, capped by the worker
         self.broken: list[str] = []
         self.dead_letters: list[str] = []
         self.left = -1
@@ -96,7 +101,9 @@ class Run:
         self.dead_letters = await aio(bodies_in, self.sqs, worker.queues.dead_letter_url)
 
     async def _start(self) -> tuple[Worker, asyncio.Task[None]]:
-        config = load_config({"WorkerQueueURL": self.url, "AppURL": self.app.url, **OPTIONS})
+        capped = {"GroupConcurrency": GROUP_CAP} if self.capped else {}
+        config = load_config({"WorkerQueueURL": self.url, "AppURL": self.app.url, **OPTIONS,
+                              **capped})
         worker = Worker(config, hooks=())
         task = asyncio.create_task(worker.run())
         await asyncio.wait({task, asyncio.create_task(worker.ready.wait())}, timeout=30,
@@ -122,6 +129,8 @@ class Run:
                 if self.schedule.fifo:
                     entry |= {"MessageGroupId": self.groups[body],
                               "MessageDeduplicationId": body}
+                elif self.capped:
+                    entry["MessageGroupId"] = self.groups[body]
                 entries.append(entry)
             if entries:
                 self.sqs.send_message_batch(QueueUrl=url, Entries=entries)
@@ -153,6 +162,20 @@ class Run:
                 found.append(f"{body}: dead-lettered {dead} times, answered 2xx {len(oks)}")
         if self.schedule.fifo:
             found += self._fifo_problems(posts)
+        if self.capped:
+            found += self._cap_problems()
+        return found
+
+    def _cap_problems(self) -> list[str]:
+        """GroupConcurrency: the most POSTs of each group open at once, from the app's log."""
+        found = []
+        for group in sorted(set(self.groups.values())):
+            edges = sorted(edge for post in self.app.posts if post.group == group
+                           for edge in ((post.started_s, 1), (_end(post), -1)))
+            most = max(itertools.accumulate(step for _, step in edges), default=0)
+            if most > GROUP_CAP:
+                found.append(f"group {group}: {most} POSTs at once (GroupConcurrency "
+                             f"{GROUP_CAP})")
         return found
 
     def _fifo_problems(self, posts: dict[str, list[Post]]) -> list[str]:

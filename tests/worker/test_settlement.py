@@ -38,3 +38,19 @@ def test_fifo_one_post_at_a_time_per_group_and_only_its_first() -> None:
     invariants.posted([first, second])
     invariants.posting([second], groups)  # not the group's first
     assert invariants.broken[-1] == "FIFO order within a group"
+
+
+def test_a_capped_group_has_at_most_its_cap_at_the_app_and_only_its_front() -> None:
+    invariants, groups = Invariants("jobs"), GroupQueues[Job](2, ordered=False)
+    first, second, third = _job("1", "g"), _job("2", "g"), _job("3", "g")
+    for job in (first, second, third):
+        groups.add("g", job)
+    invariants.posting([first, second], groups)  # two places: one batch may take both
+    assert invariants.broken == []
+    invariants.posting([third], groups)  # behind the front, and the group is at its cap
+    assert invariants.broken == ["a group's cap", "a group's cap"]
+    invariants.posted([third])
+    invariants.posted([first, second])
+    groups.remove("g", first)
+    invariants.posting([third], groups)  # it took the freed place
+    assert len(invariants.broken) == 2
