@@ -413,7 +413,14 @@ class PostgresStore:
         self._pool: asyncpg.Pool | None = None
         self._listener: asyncpg.Connection | None = None
         self._tasks: list[asyncio.Task[None]] = []
-        self._settings = {"search_path": self.schema} if self.schema else {}
+        # Every statement runs on a plan made once per connection, not planned afresh: the
+        # standard claim, left to choose, was planned on every execution (its custom plan
+        # looks cheaper to the planner than its generic one, which is the same index scans),
+        # and planning it cost the backend more instructions than running it
+        # (bench/pg_callgrind.py). The one statement whose generic plan is worse, the fair
+        # receive's group walk, asks for a custom plan in its transaction (claim).
+        self._settings = {"plan_cache_mode": "force_generic_plan",
+                          **({"search_path": self.schema} if self.schema else {})}
         self._suspect = asyncio.Event()  # a request lost its connection: is the database gone?
         self._gone_since: float | None = None  # monotonic time the outage was noticed
         self._timed_out = False  # a statement went unanswered: _watch looks into why
@@ -847,7 +854,8 @@ class PostgresStore:
                     await db.execute("SELECT pg_advisory_xact_lock($1)", queue.id)
                     seqs = await self._fifo_candidates(db, queue.id, max_messages, now_ms,
                                                        cutoff_ms, picking)
-                else:
+                else:  # the group walk's generic plan filters the ready index by group
+                    await db.execute("SET LOCAL plan_cache_mode TO force_custom_plan")
                     seqs = await self._fair_candidates(db, queue.id, max_messages, now_ms,
                                                        cutoff_ms, picking)
                 rows = await db.fetch(_CLAIM_SEQS, visible_at_ms, now_ms, receipt,
