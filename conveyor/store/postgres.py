@@ -413,14 +413,7 @@ class PostgresStore:
         self._pool: asyncpg.Pool | None = None
         self._listener: asyncpg.Connection | None = None
         self._tasks: list[asyncio.Task[None]] = []
-        # Every statement runs on a plan made once per connection, not planned afresh: the
-        # standard claim, left to choose, was planned on every execution (its custom plan
-        # looks cheaper to the planner than its generic one, which is the same index scans),
-        # and planning it cost the backend more instructions than running it
-        # (bench/pg_callgrind.py). The one statement whose generic plan is worse, the fair
-        # receive's group walk, asks for a custom plan in its transaction (claim).
-        self._settings = {"plan_cache_mode": "force_generic_plan",
-                          **({"search_path": self.schema} if self.schema else {})}
+        self._settings = {"search_path": self.schema} if self.schema else {}
         self._suspect = asyncio.Event()  # a request lost its connection: is the database gone?
         self._gone_since: float | None = None  # monotonic time the outage was noticed
         self._timed_out = False  # a statement went unanswered: _watch looks into why
@@ -461,7 +454,7 @@ class PostgresStore:
         return await asyncpg.create_pool(
             self.dsn, connect=self._primary.connect, min_size=0, max_size=self.pool_size,
             command_timeout=self.statement_timeout_s, server_settings=self._settings,
-            reset=_keep_session)
+            init=_plan_once, reset=_keep_session)
 
     async def close(self) -> None:
         for task in [*self._tasks, *self._retiring]:
@@ -1269,13 +1262,25 @@ def _queue(row: Any) -> QueueRecord:
                        modified_s=row["modified_s"], purged_s=row["purged_s"])
 
 
+async def _plan_once(conn: asyncpg.Connection) -> None:
+    """Every statement on a pooled connection runs on a plan made once for it. Left to
+    choose, PostgreSQL planned the standard claim afresh on every execution (its custom
+    plan looks cheaper to the planner than its generic one, which is the same index scans),
+    and planning it cost the backend more instructions than running it
+    (bench/pg_callgrind.py). The one statement whose generic plan is worse, the fair
+    receive's group walk, asks for a custom plan in its transaction (claim). A SET rather
+    than a startup parameter: a connection pooler in between passes a SET on."""
+    await conn.execute("SET plan_cache_mode = force_generic_plan")
+
+
 async def _keep_session(conn: asyncpg.Connection) -> None:
     """Return a connection to the pool as it is. asyncpg's default reset is a round trip
     of four statements (advisory unlock, CLOSE ALL, UNLISTEN, RESET ALL) on every release,
     more than the work of most requests; this store leaves nothing of the kind behind on a
     pooled connection: its advisory locks are transaction-scoped, it LISTENs on a
-    connection of its own, and it never SETs or DECLAREs. (An open transaction is still
-    rolled back by the pool before this is called.)"""
+    connection of its own, it SETs only what every pooled connection has from the start
+    (_plan_once), and it never DECLAREs. (An open transaction is still rolled back by the
+    pool before this is called.)"""
 
 
 async def _answer_within(conn: asyncpg.Connection, query: Awaitable[Any],
