@@ -200,6 +200,7 @@ def main() -> int:
         subprocess.run(_as_postgres([str(_postgres_bin() / "pg_ctl"), "-D", str(work / "data"),
                                      "-m", "fast", "-t", "300", "stop"]), capture_output=True)
         server.wait(300)
+        shutil.rmtree(work / "data", ignore_errors=True)  # the counts stay, the database goes
     total = client + backends
     print(f"Instructions per message, {args.tasks} loops of send {BATCH} / claim / delete, "
           f"{args.messages} messages after {args.warmup}:\n")
