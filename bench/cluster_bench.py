@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -28,6 +29,7 @@ import secrets
 import shlex
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -39,8 +41,12 @@ from pipeline import PipelineConfig, run_pipeline
 from run import RESULTS_DIR, combine, machine_info
 from sqs_load import LoadSettings
 
-PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
+PG_URL = "postgresql://postgres@127.0.0.1:5432/test"  # the shared one; --own-postgres: ours
 PG_PORT = 5432
+# A private instance's settings: those of the shared one, and what the PostgreSQL
+# instruments read (pg_stat_statements; pg_walinspect needs no preloading).
+OWN_SETTINGS = {"fsync": "on", "synchronous_commit": "on", "shared_buffers": "128MB",
+                "max_connections": "200", "shared_preload_libraries": "pg_stat_statements"}
 CONFIGS = [("sqlite", 1), ("postgresql", 1), ("postgresql", 2), ("postgresql", 3)]
 CLIENT_BACKEND = re.compile(r"\(\d+\)")  # "postgres: ... 127.0.0.1(56134) idle"
 
@@ -139,6 +145,28 @@ class ClusterMeter:
         return {"pg_backend_cpu_s": round(cpu_delta(back0, back1, new_ones=True), 3),
                 "pg_background_cpu_s": round(cpu_delta(bg0, bg1, new_ones=False), 3),
                 "pg_backends": len(back1)}
+
+
+@contextlib.contextmanager
+def own_postgres() -> Iterator[str]:
+    """A PostgreSQL of the benchmark's own (initdb in a temporary directory, a free port,
+    the shared one's durability settings), so that no one else's load lands in its
+    figures; PG_URL and PG_PORT point at it meanwhile. Removed afterwards."""
+    global PG_URL, PG_PORT
+    sys.path.insert(0, str(peers.REPO_DIR))
+    from tests.pg_instance import PostgresInstance, _unavailable
+
+    reason = _unavailable()
+    if reason is not None:
+        raise SystemExit(f"cannot start a PostgreSQL instance: {reason}")
+    instance = PostgresInstance(OWN_SETTINGS).create()
+    shared = PG_URL, PG_PORT
+    PG_URL, PG_PORT = instance.url, instance.port
+    try:
+        yield instance.url
+    finally:
+        PG_URL, PG_PORT = shared
+        instance.destroy()
 
 
 # --- nodes and schemas -----------------------------------------------------------------
@@ -298,6 +326,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="configurations to measure, e.g. sqlite:1,postgresql:1 "
                              "(default: all four)")
     parser.add_argument("--out", type=Path, default=RESULTS_DIR, help="where results go")
+    parser.add_argument("--own-postgres", action="store_true",
+                        help="run on a PostgreSQL of its own (initdb, a free port) instead of "
+                             "the shared one on :5432, away from other users' load")
     return parser.parse_args(argv)
 
 
@@ -320,10 +351,11 @@ def main(argv: list[str] | None = None) -> int:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     log_dir = args.out / "logs" / f"cluster-{stamp}"
     rounds: dict[str, list[dict[str, Any]]] = {config_name(*c): [] for c in args.configs}
-    for _ in range(args.rounds):
-        for store, count in args.configs:
-            rounds[config_name(store, count)].append(
-                measure(store, count, settings, args.warmup, log_dir, args.conveyor_arg))
+    with own_postgres() if args.own_postgres else contextlib.nullcontext():
+        for _ in range(args.rounds):
+            for store, count in args.configs:
+                rounds[config_name(store, count)].append(
+                    measure(store, count, settings, args.warmup, log_dir, args.conveyor_arg))
     machine["loadavg_after"] = " ".join(Path("/proc/loadavg").read_text().split()[:3])
     results = {"command": command, "machine": machine,
                "params": {"clients": args.clients, "duration_s": args.duration,

@@ -198,8 +198,9 @@ STORAGE = {
 }
 
 
-def _wait_healthy(url: str, proc: subprocess.Popen[bytes], log_path: Path) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_S
+def _wait_healthy(url: str, proc: subprocess.Popen[bytes], log_path: Path,
+                  timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             tail = log_path.read_text(errors="replace")[-2000:]
@@ -210,16 +211,18 @@ def _wait_healthy(url: str, proc: subprocess.Popen[bytes], log_path: Path) -> No
                     return
         except OSError:
             time.sleep(0.1)
-    raise PeerUnavailable(f"{url} did not answer within {START_TIMEOUT_S:.0f}s")
+    raise PeerUnavailable(f"{url} did not answer within {timeout_s:.0f}s")
 
 
 def start(name: str, log_dir: Path, extra_args: list[str] | None = None,
           env: dict[str, str] | None = None, label: str | None = None,
-          src: Path | None = None) -> RunningServer:
+          src: Path | None = None, wrap: list[str] | None = None,
+          start_timeout_s: float = START_TIMEOUT_S) -> RunningServer:
     """Start server `name` on a free loopback port and wait until it answers.
 
     env adds to the harness's environment; label names the log file (default: name);
-    src runs Conveyor from another source tree (a worktree of an older commit, say).
+    src runs Conveyor from another source tree (a worktree of an older commit, say);
+    wrap goes in front of the command line (valgrind, say).
     """
     port = free_port()
     launch = LAUNCHERS[name](port, extra_args or [])
@@ -230,13 +233,13 @@ def start(name: str, log_dir: Path, extra_args: list[str] | None = None,
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"{label or name}.log"
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(launch.argv, cwd=launch.cwd, stdout=log,
+        proc = subprocess.Popen([*(wrap or []), *launch.argv], cwd=launch.cwd, stdout=log,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 env={**os.environ, **(env or {})})
     server = RunningServer(name, f"http://127.0.0.1:{port}", proc, launch.version, log_path,
                            launch.cleanup_dirs)
     try:
-        _wait_healthy(server.endpoint + launch.health_path, proc, log_path)
+        _wait_healthy(server.endpoint + launch.health_path, proc, log_path, start_timeout_s)
     except BaseException:
         server.stop()
         raise

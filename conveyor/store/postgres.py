@@ -578,7 +578,8 @@ class PostgresStore:
         # the database's health.
         return await asyncpg.create_pool(
             self.dsn, connect=self._primary.connect, min_size=0, max_size=self.pool_size,
-            command_timeout=self.statement_timeout_s, reset=_keep_session, **self._session)
+            command_timeout=self.statement_timeout_s, reset=_keep_session,
+            init=None if self.pooled else _plan_once, **self._session)
 
     async def close(self) -> None:
         self._closing = True
@@ -1009,7 +1010,8 @@ class PostgresStore:
                     await db.execute("SELECT pg_advisory_xact_lock($1)", queue.id)
                     seqs = await self._fifo_candidates(db, queue.id, max_messages, now_ms,
                                                        cutoff_ms, picking)
-                else:
+                else:  # the group walk's generic plan filters the ready index by group
+                    await db.execute("SET LOCAL plan_cache_mode TO force_custom_plan")
                     seqs = await self._fair_candidates(db, queue.id, max_messages, now_ms,
                                                        cutoff_ms, picking, limits)
                 rows = await db.fetch(_CLAIM_SEQS, visible_at_ms, now_ms, receipt,
@@ -1567,13 +1569,26 @@ def _queue(row: Any) -> QueueRecord:
                        modified_s=row["modified_s"], purged_s=row["purged_s"])
 
 
+async def _plan_once(conn: asyncpg.Connection) -> None:
+    """Every statement on a pooled connection runs on a plan made once for it. Left to
+    choose, PostgreSQL planned the standard claim afresh on every execution (its custom
+    plan looks cheaper to the planner than its generic one, which is the same index scans),
+    and planning it cost the backend more instructions than running it
+    (bench/pg_callgrind.py). The one statement whose generic plan is worse, the fair
+    receive's group walk, asks for a custom plan in its transaction (claim). Not behind a
+    pooler (--store-listen): no session keeps a setting there, and with no statement
+    cache each statement is planned as it runs anyway."""
+    await conn.execute("SET plan_cache_mode = force_generic_plan")
+
+
 async def _keep_session(conn: asyncpg.Connection) -> None:
     """Return a connection to the pool as it is. asyncpg's default reset is a round trip
     of four statements (advisory unlock, CLOSE ALL, UNLISTEN, RESET ALL) on every release,
     more than the work of most requests; this store leaves nothing of the kind behind on a
     pooled connection: its advisory locks are transaction-scoped, it LISTENs on a
-    connection of its own, and it never SETs or DECLAREs. (An open transaction is still
-    rolled back by the pool before this is called.)"""
+    connection of its own, it SETs only what every pooled connection has from the start
+    (_plan_once), and it never DECLAREs. (An open transaction is still rolled back by the
+    pool before this is called.)"""
 
 
 async def _answer_within(conn: asyncpg.Connection, query: Awaitable[Any],

@@ -158,3 +158,23 @@ def test_an_outage_is_not_tried_again_call_by_call(database: PostgresInstance) -
 
     asyncio.run(scenario())
 
+
+
+def test_pooled_connections_plan_each_statement_once() -> None:
+    """The claim runs on its generic plan, never planned afresh (store/postgres.py,
+    _plan_once): "force_generic_plan" makes a prepared statement use its generic plan
+    from the first execution on (PostgreSQL documentation, 20.7.2 Planner Method
+    Configuration, plan_cache_mode). Fails where a pooled connection keeps the default
+    ("auto"), under which this claim was custom-planned on every execution."""
+    async def scenario(store: PostgresStore) -> None:
+        queue = await store.create_queue("us-east-1", "q", ATTRIBUTES, {}, 0)
+        for i in range(8):  # past the five custom plans "auto" tries first
+            await store.send(queue, [message(f"m{i}", NOW)], NOW, 0)
+            assert list(await _claim(store, queue, 10)) == [f"m{i}"]
+        async with store._conn() as db:
+            assert await db.fetchval("SHOW plan_cache_mode") == "force_generic_plan"
+            plans = await db.fetch("SELECT generic_plans, custom_plans FROM"
+                                   " pg_prepared_statements WHERE statement LIKE"
+                                   " 'WITH c AS MATERIALIZED%'")
+        assert all(row["custom_plans"] == 0 for row in plans)
+    _run(scenario)
