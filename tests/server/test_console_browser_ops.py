@@ -12,17 +12,38 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import asyncpg
+import pytest
 
 from conveyor.client import SQSClient
 from tests.server import test_console_browser as base
 from tests.server.helpers import counts, unique
-from tests.server.test_console_actions import ADMIN, ADMIN_SECRET, ORDERS, ORDERS_SECRET
+from tests.server.test_console_actions import (
+    ADMIN,
+    ADMIN_SECRET,
+    CONFIG,
+    ORDERS,
+    ORDERS_SECRET,
+    READER,
+    READER_SECRET,
+)
 from tests.server.test_console_browser import WAIT_MS, _errors_of, _sign_in, _sqs
-from tests.support import RecordingApp, ServerProcess, free_port
+from tests.support import (
+    POSTGRES_URL,
+    RecordingApp,
+    ServerProcess,
+    free_port,
+    isolated,
+    require_postgres,
+)
 
 # The browser test's fixtures: a real server with access keys, Chromium, screenshots.
 server, chromium, shots = base.server, base.chromium, base.shots
@@ -144,6 +165,93 @@ def test_a_bulk_redrive_sends_dead_letters_home_and_a_scoped_key_stays_in_its_sc
         QueueUrl=src_url, MaxNumberOfMessages=10)["Messages"]}
     assert all("poison" in b for b in bodies)
     context.close()
+
+
+@pytest.fixture
+def pg_server(tmp_path: Path) -> Iterator[tuple[ServerProcess, str]]:
+    """A server on its own PostgreSQL schema: (the server, the schema)."""
+    require_postgres()
+    (tmp_path / "conveyor.yaml").write_text(CONFIG)
+    store = isolated(["--store", POSTGRES_URL])
+    proc = ServerProcess(tmp_path, *store, "--mode", "relaxed", "--config",
+                         str(tmp_path / "conveyor.yaml")).start()
+    yield proc, parse_qs(urlsplit(store[1]).query)["schema"][0]
+    proc.stop()
+
+
+class RowLock:
+    """Another PostgreSQL session holding one message's row (FOR UPDATE) until released:
+    a job's delete of it waits there, so a test knows which step a job is in."""
+
+    def __init__(self, schema: str, queue: str, position: int) -> None:
+        self.locked, self.release = threading.Event(), threading.Event()
+        self.thread = threading.Thread(target=asyncio.run,
+                                       args=(self._hold(schema, queue, position),))
+
+    async def _hold(self, schema: str, queue: str, position: int) -> None:
+        db = await asyncpg.connect(POSTGRES_URL, server_settings={"search_path": schema})
+        try:
+            async with db.transaction():
+                # The queue's messages in the order a bulk job scans them (visible_at, seq);
+                # only the one found is locked (FOR UPDATE beside OFFSET would lock those
+                # skipped too).
+                held = await db.fetchval(
+                    "SELECT seq FROM conveyor_messages WHERE seq = (SELECT m.seq FROM"
+                    " conveyor_messages m JOIN conveyor_queues q ON q.id = m.queue_id"
+                    " WHERE q.name = $1 ORDER BY m.visible_at, m.seq OFFSET $2 LIMIT 1)"
+                    " FOR UPDATE", queue, position)
+                assert held is not None
+                self.locked.set()
+                await asyncio.get_running_loop().run_in_executor(None, self.release.wait)
+        finally:
+            await db.close()
+
+    def __enter__(self) -> RowLock:
+        self.thread.start()
+        assert self.locked.wait(WAIT_MS / 1000)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release.set()
+        self.thread.join(WAIT_MS / 1000)
+
+
+def test_a_bulk_delete_cancelled_mid_way_keeps_what_it_did_and_stops(
+        pg_server: tuple[ServerProcess, str], chromium: Any) -> None:
+    server, schema = pg_server
+    sqs = _sqs(server)
+    name = unique("orders-cancel")
+    url = sqs.create_queue(QueueName=name)["QueueUrl"]
+    # 1,500 matching messages: three steps of the job's scan (bulk.SCAN_STEP = 500).
+    _send(sqs, url, [f"stale {i}" for i in range(1_500)])
+    context, page, errors = _signed_in(chromium, server)
+    page.goto(f"{server.url}/console/queues/us-east-1/{name}/bulk?search=stale")
+    assert "1,500 messages matching “stale”" in page.inner_text("main")
+    page.check("input[name=kind][value=delete]")
+    # The 750th message held by another session: the job's second step waits on it, so
+    # the cancel below lands while the job runs, whatever the machine's speed.
+    with RowLock(schema, name, 750):
+        _confirm_bulk(page, "1500")
+        page.wait_for_selector("#tasks >> text=500 of 1,500")  # the first step done
+        reader = chromium.new_context()
+        other = reader.new_page()
+        _sign_in(other, server, READER, READER_SECRET)  # may look, may not delete
+        other.goto(f"{server.url}/console/queues/us-east-1/{name}")
+        assert "RUNNING" in other.inner_text("#tasks")
+        assert other.locator("form[action='/console/cancel-bulk']").count() == 0
+        reader.close()
+        page.locator("form[action='/console/cancel-bulk'] button").click()
+        page.wait_for_selector("text=Cancelling: the job stops before its next step")
+    # Released: the step under way finishes, then the job stops.
+    page.wait_for_selector("#tasks >> text=CANCELLED", timeout=WAIT_MS * 2)
+    line = page.inner_text("#tasks")
+    assert "cancelled after 1,000 of 1,500" in line
+    assert "RUNNING" not in line
+    assert page.locator("form[action='/console/cancel-bulk']").count() == 0
+    left = counts(sqs, url)[0]
+    assert 0 < left < 1_500 and left == 500
+    context.close()
+    assert errors == []
 
 
 def test_attributes_are_typed_fields_with_units_ranges_and_errors_in_place(

@@ -50,6 +50,7 @@ class Actions:
             "delete-messages": self.delete_messages, "redrive": self.redrive,
             "cancel-redrive": self.cancel_redrive, "drain-worker": self.drain_worker,
             "move-messages": self.move_messages, "bulk-messages": self.bulk_messages,
+            "cancel-bulk": self.cancel_bulk,
             "retry-now": self.retry_now, "pause-queue": self.pause_queue,
             "resume-queue": self.resume_queue}
         return {name: self._guarded(h) for name, h in handlers.items()}
@@ -231,15 +232,13 @@ class Actions:
         if kind == "move" and not destination:
             raise FormError("Name the queue to move them to.")
         queue = await self.service.queue(ctx, name)
+        await self.calls.authorize(operator, ctx, *bulk.permission(kind, ctx, name, destination))
         act: bulk.Act
         if kind == "delete":
-            await self.calls.authorize(operator, ctx, "DeleteMessage",
-                                       {"QueueUrl": ctx.queue_url(name)})
-
             async def act(found: list[StoredMessage]) -> int:
                 return await self._delete(operator, ctx, queue, found)
         else:
-            target = await self._move_target(operator, ctx, name, destination)
+            target = await self.service.queue(ctx, destination) if destination else None
 
             async def act(found: list[StoredMessage]) -> int:
                 return await self._move(operator, ctx, queue, found, target)
@@ -251,14 +250,29 @@ class Actions:
                           f"started: {f.describe()}")
         return _to_queue(ctx.region, name, done="bulk-started", id=job.id)
 
+    async def cancel_bulk(self, req: Request, form: Form, operator: Operator) -> Response:
+        """Stop a bulk job before its next step: allowed to a key that may start such a
+        job (bulk.permission, the check bulk_messages makes). What it did stays done."""
+        ctx, name = self._ctx(req, form, operator), form.get("queue", "")
+        number = form.get("job", "")
+        job = self.jobs.get(int(number)) if number.isdigit() and len(number) < 12 else None
+        if job is None or job.region != ctx.region or job.queue != name:
+            raise FormError("No such bulk job on this node (a restart ends them): nothing "
+                            "was changed.")
+        await self.calls.authorize(operator, ctx, *bulk.permission(job.kind, ctx, job.queue,
+                                                                   job.destination))
+        if job.status == "RUNNING":
+            job.cancelling = True
+        self.calls.record(operator, ctx, f"Bulk{bulk.KINDS[job.kind]}", {"QueueUrl": name},
+                          f"cancel asked: {job.done:,} of {job.expected:,} done")
+        return _to_queue(ctx.region, name, done="bulk-cancelled", id=job.id)
+
     async def _move_target(self, operator: Operator, ctx: RequestContext, name: str,
                            destination: str) -> QueueRecord | None:
         """The queue to move to (None: each dead letter back to its source), once the key
         may start a move task between the two (StartMessageMoveTask's own check)."""
-        request: dict[str, Any] = {"SourceArn": ctx.queue_arn(name)}
-        if destination:
-            request["DestinationArn"] = ctx.queue_arn(destination)
-        await self.calls.authorize(operator, ctx, "StartMessageMoveTask", request)
+        await self.calls.authorize(operator, ctx, *bulk.permission("move", ctx, name,
+                                                                   destination))
         return await self.service.queue(ctx, destination) if destination else None
 
     async def _move(self, operator: Operator, ctx: RequestContext, queue: QueueRecord,
