@@ -299,6 +299,50 @@ def test_attributes_are_typed_fields_with_units_ranges_and_errors_in_place(
                       "(Bad Request)"]
 
 
+def test_the_create_form_takes_typed_fields_with_units_and_keeps_a_refused_one(
+        server: ServerProcess, chromium: Any) -> None:
+    """MessageRetentionPeriod 60 to 1,209,600 s (1 min to 14 days), AWS's CreateQueue
+    reference (botocore's model says the same)."""
+    sqs = _sqs(server)
+    name, refused = unique("created"), unique("refused")
+    context, page, errors = _signed_in(chromium, server)
+    page.click("summary:has-text('Create a queue')")
+    form = page.locator("form[action='/console/create-queue']")
+    assert "1 min to 14 days" in form.inner_text()  # the retention's range, said
+    form.locator("input[name=name]").fill(name)
+    form.locator("input[name=MessageRetentionPeriod]").fill("4")
+    form.locator("select[name='MessageRetentionPeriod.unit']").select_option("days")
+    form.locator("button:has-text('Create queue')").click()
+    page.wait_for_selector("text=Created the queue.")
+    url = sqs.get_queue_url(QueueName=name)["QueueUrl"]
+    attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    assert attrs["MessageRetentionPeriod"] == "345600"
+
+    page.goto(f"{server.url}/console")
+    page.click("summary:has-text('Create a queue')")
+    form = page.locator("form[action='/console/create-queue']")
+    form.locator("input[name=name]").fill(refused)
+    form.locator("input[name=MessageRetentionPeriod]").fill("15")
+    form.locator("select[name='MessageRetentionPeriod.unit']").select_option("days")
+    form.locator("textarea[name=tags]").fill("team = billing")
+    form.locator("button:has-text('Create queue')").click()
+    # Refused in place: the error under its field, the name and the rest still typed.
+    error = page.locator(".field.invalid .field-error")
+    assert ("Must be from 1 min to 14 days (60–1,209,600 s); 15 days is not."
+            in error.inner_text())
+    form = page.locator("form[action='/console/create-queue']")
+    assert form.locator("input[name=name]").input_value() == refused
+    assert form.locator("input[name=MessageRetentionPeriod]").input_value() == "15"
+    assert form.locator("select[name='MessageRetentionPeriod.unit']").input_value() == "days"
+    assert form.locator("textarea[name=tags]").input_value() == "team = billing"
+    assert refused not in [u.rsplit("/", 1)[-1]
+                           for u in sqs.list_queues(QueueNamePrefix=refused).get("QueueUrls", [])]
+    context.close()
+    # The refused form answers 400 on purpose, which Chromium reports; nothing else.
+    assert errors == ["Failed to load resource: the server responded with a status of 400 "
+                      "(Bad Request)"]
+
+
 def _record_failure(server: ServerProcess, queue_url: str, receipt: str) -> None:
     """What a worker tells the server after its app failed a message: RecordAttempts."""
     async def record() -> None:

@@ -14,7 +14,7 @@ from html import escape
 from typing import Any
 from urllib.parse import urlencode
 
-from conveyor.server.console import attribute_form, bulk, forms, messages, parts
+from conveyor.server.console import attribute_form, bulk, forms, messages, overview, parts
 from conveyor.server.console.auth import CSRF_FIELD, Session
 from conveyor.server.console.calls import Calls, Operator
 from conveyor.server.console.forms import Form, FormError
@@ -76,8 +76,16 @@ class Actions:
     # --- queues ---------------------------------------------------------------------
 
     async def create_queue(self, req: Request, form: Form, operator: Operator) -> Response:
+        """CreateQueue from the create form; a number out of its range comes back under
+        its field with everything typed, nothing created."""
         ctx = self._ctx(req, form, operator)
-        request = forms.create_queue(form, ctx)
+        typed = attribute_form.typed_of(form)
+        numbers = attribute_form.numbers(form, self.service.limits, {}, typed)
+        if typed.errors:
+            again = overview.create_form(form.get(CSRF_FIELD, ""), typed, self.service.limits)
+            return render(400, "Not done", "<p>Some values are not ones a queue takes: "
+                          f'nothing was created. <a href="{PREFIX}">All queues</a></p>{again}')
+        request = forms.create_queue(form, ctx, numbers)
         await self.calls.call(operator, ctx, "CreateQueue", request)
         return _to_queue(ctx.region, request["QueueName"], done="created")
 
