@@ -356,6 +356,39 @@ def _record_failure(server: ServerProcess, queue_url: str, receipt: str) -> None
         pool.submit(asyncio.run, record()).result()
 
 
+def test_a_queue_s_limits_show_on_its_page_and_as_a_badge_on_the_overview(
+        server: ServerProcess, chromium: Any) -> None:
+    sqs = _sqs(server)
+    name = unique("limited")
+    url = sqs.create_queue(QueueName=name)["QueueUrl"]
+
+    async def limit() -> None:  # docs/queue-controls.md: Conveyor's own call, any mode
+        async with SQSClient(server.url, region="us-east-1", access_key=ADMIN,
+                             secret_key=ADMIN_SECRET) as client:
+            await client.call("SetConveyorAttributes", {"QueueUrl": url, "Attributes": {
+                "ConveyorGroupConcurrency": "3", "ConveyorReceiveRate": "50",
+                "ConveyorReceiveBurst": "10"}}, target_prefix="ConveyorQueues.")
+    with ThreadPoolExecutor(1) as pool:  # Playwright's sync API holds this thread's loop
+        pool.submit(asyncio.run, limit()).result()
+    context, page, errors = _signed_in(chromium, server)
+    page.goto(f"{server.url}/console/queues/us-east-1/{name}")
+    shown = page.locator("#counts table", has_text="Setting").inner_text()
+    assert "Group concurrency\t3 in flight per group" in shown
+    assert "Receive rate\t50/s, burst 10" in shown
+    page.goto(f"{server.url}/console?q={name}")
+    badge = page.locator("#queues tr", has_text=name).locator(".badge.limits")
+    assert badge.inner_text() == "limits"
+    assert badge.get_attribute("title") == ("Group concurrency: 3 in flight per group; "
+                                            "Receive rate: 50/s, burst 10")
+    # An unlimited queue carries no badge.
+    plain = unique("unlimited")
+    sqs.create_queue(QueueName=plain)
+    page.goto(f"{server.url}/console?q={plain}")
+    assert page.locator("#queues tr", has_text=plain).locator(".badge.limits").count() == 0
+    context.close()
+    assert errors == []
+
+
 def test_retry_now_makes_a_message_waiting_out_its_back_off_visible(
         server: ServerProcess, chromium: Any) -> None:
     sqs = _sqs(server)
