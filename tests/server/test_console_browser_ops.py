@@ -12,17 +12,38 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import asyncpg
+import pytest
 
 from conveyor.client import SQSClient
 from tests.server import test_console_browser as base
 from tests.server.helpers import counts, unique
-from tests.server.test_console_actions import ADMIN, ADMIN_SECRET, ORDERS, ORDERS_SECRET
+from tests.server.test_console_actions import (
+    ADMIN,
+    ADMIN_SECRET,
+    CONFIG,
+    ORDERS,
+    ORDERS_SECRET,
+    READER,
+    READER_SECRET,
+)
 from tests.server.test_console_browser import WAIT_MS, _errors_of, _sign_in, _sqs
-from tests.support import RecordingApp, ServerProcess, free_port
+from tests.support import (
+    POSTGRES_URL,
+    RecordingApp,
+    ServerProcess,
+    free_port,
+    isolated,
+    require_postgres,
+)
 
 # The browser test's fixtures: a real server with access keys, Chromium, screenshots.
 server, chromium, shots = base.server, base.chromium, base.shots
@@ -146,6 +167,93 @@ def test_a_bulk_redrive_sends_dead_letters_home_and_a_scoped_key_stays_in_its_sc
     context.close()
 
 
+@pytest.fixture
+def pg_server(tmp_path: Path) -> Iterator[tuple[ServerProcess, str]]:
+    """A server on its own PostgreSQL schema: (the server, the schema)."""
+    require_postgres()
+    (tmp_path / "conveyor.yaml").write_text(CONFIG)
+    store = isolated(["--store", POSTGRES_URL])
+    proc = ServerProcess(tmp_path, *store, "--mode", "relaxed", "--config",
+                         str(tmp_path / "conveyor.yaml")).start()
+    yield proc, parse_qs(urlsplit(store[1]).query)["schema"][0]
+    proc.stop()
+
+
+class RowLock:
+    """Another PostgreSQL session holding one message's row (FOR UPDATE) until released:
+    a job's delete of it waits there, so a test knows which step a job is in."""
+
+    def __init__(self, schema: str, queue: str, position: int) -> None:
+        self.locked, self.release = threading.Event(), threading.Event()
+        self.thread = threading.Thread(target=asyncio.run,
+                                       args=(self._hold(schema, queue, position),))
+
+    async def _hold(self, schema: str, queue: str, position: int) -> None:
+        db = await asyncpg.connect(POSTGRES_URL, server_settings={"search_path": schema})
+        try:
+            async with db.transaction():
+                # The queue's messages in the order a bulk job scans them (visible_at, seq);
+                # only the one found is locked (FOR UPDATE beside OFFSET would lock those
+                # skipped too).
+                held = await db.fetchval(
+                    "SELECT seq FROM conveyor_messages WHERE seq = (SELECT m.seq FROM"
+                    " conveyor_messages m JOIN conveyor_queues q ON q.id = m.queue_id"
+                    " WHERE q.name = $1 ORDER BY m.visible_at, m.seq OFFSET $2 LIMIT 1)"
+                    " FOR UPDATE", queue, position)
+                assert held is not None
+                self.locked.set()
+                await asyncio.get_running_loop().run_in_executor(None, self.release.wait)
+        finally:
+            await db.close()
+
+    def __enter__(self) -> RowLock:
+        self.thread.start()
+        assert self.locked.wait(WAIT_MS / 1000)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release.set()
+        self.thread.join(WAIT_MS / 1000)
+
+
+def test_a_bulk_delete_cancelled_mid_way_keeps_what_it_did_and_stops(
+        pg_server: tuple[ServerProcess, str], chromium: Any) -> None:
+    server, schema = pg_server
+    sqs = _sqs(server)
+    name = unique("orders-cancel")
+    url = sqs.create_queue(QueueName=name)["QueueUrl"]
+    # 1,500 matching messages: three steps of the job's scan (bulk.SCAN_STEP = 500).
+    _send(sqs, url, [f"stale {i}" for i in range(1_500)])
+    context, page, errors = _signed_in(chromium, server)
+    page.goto(f"{server.url}/console/queues/us-east-1/{name}/bulk?search=stale")
+    assert "1,500 messages matching “stale”" in page.inner_text("main")
+    page.check("input[name=kind][value=delete]")
+    # The 750th message held by another session: the job's second step waits on it, so
+    # the cancel below lands while the job runs, whatever the machine's speed.
+    with RowLock(schema, name, 750):
+        _confirm_bulk(page, "1500")
+        page.wait_for_selector("#tasks >> text=500 of 1,500")  # the first step done
+        reader = chromium.new_context()
+        other = reader.new_page()
+        _sign_in(other, server, READER, READER_SECRET)  # may look, may not delete
+        other.goto(f"{server.url}/console/queues/us-east-1/{name}")
+        assert "RUNNING" in other.inner_text("#tasks")
+        assert other.locator("form[action='/console/cancel-bulk']").count() == 0
+        reader.close()
+        page.locator("form[action='/console/cancel-bulk'] button").click()
+        page.wait_for_selector("text=Cancelling: the job stops before its next step")
+    # Released: the step under way finishes, then the job stops.
+    page.wait_for_selector("#tasks >> text=CANCELLED", timeout=WAIT_MS * 2)
+    line = page.inner_text("#tasks")
+    assert "cancelled after 1,000 of 1,500" in line
+    assert "RUNNING" not in line
+    assert page.locator("form[action='/console/cancel-bulk']").count() == 0
+    left = counts(sqs, url)[0]
+    assert 0 < left < 1_500 and left == 500
+    context.close()
+    assert errors == []
+
+
 def test_attributes_are_typed_fields_with_units_ranges_and_errors_in_place(
         server: ServerProcess, chromium: Any, shots: Path) -> None:
     """Ranges and defaults from AWS's SetQueueAttributes reference (botocore's model says
@@ -191,6 +299,50 @@ def test_attributes_are_typed_fields_with_units_ranges_and_errors_in_place(
                       "(Bad Request)"]
 
 
+def test_the_create_form_takes_typed_fields_with_units_and_keeps_a_refused_one(
+        server: ServerProcess, chromium: Any) -> None:
+    """MessageRetentionPeriod 60 to 1,209,600 s (1 min to 14 days), AWS's CreateQueue
+    reference (botocore's model says the same)."""
+    sqs = _sqs(server)
+    name, refused = unique("created"), unique("refused")
+    context, page, errors = _signed_in(chromium, server)
+    page.click("summary:has-text('Create a queue')")
+    form = page.locator("form[action='/console/create-queue']")
+    assert "1 min to 14 days" in form.inner_text()  # the retention's range, said
+    form.locator("input[name=name]").fill(name)
+    form.locator("input[name=MessageRetentionPeriod]").fill("4")
+    form.locator("select[name='MessageRetentionPeriod.unit']").select_option("days")
+    form.locator("button:has-text('Create queue')").click()
+    page.wait_for_selector("text=Created the queue.")
+    url = sqs.get_queue_url(QueueName=name)["QueueUrl"]
+    attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    assert attrs["MessageRetentionPeriod"] == "345600"
+
+    page.goto(f"{server.url}/console")
+    page.click("summary:has-text('Create a queue')")
+    form = page.locator("form[action='/console/create-queue']")
+    form.locator("input[name=name]").fill(refused)
+    form.locator("input[name=MessageRetentionPeriod]").fill("15")
+    form.locator("select[name='MessageRetentionPeriod.unit']").select_option("days")
+    form.locator("textarea[name=tags]").fill("team = billing")
+    form.locator("button:has-text('Create queue')").click()
+    # Refused in place: the error under its field, the name and the rest still typed.
+    error = page.locator(".field.invalid .field-error")
+    assert ("Must be from 1 min to 14 days (60–1,209,600 s); 15 days is not."
+            in error.inner_text())
+    form = page.locator("form[action='/console/create-queue']")
+    assert form.locator("input[name=name]").input_value() == refused
+    assert form.locator("input[name=MessageRetentionPeriod]").input_value() == "15"
+    assert form.locator("select[name='MessageRetentionPeriod.unit']").input_value() == "days"
+    assert form.locator("textarea[name=tags]").input_value() == "team = billing"
+    assert refused not in [u.rsplit("/", 1)[-1]
+                           for u in sqs.list_queues(QueueNamePrefix=refused).get("QueueUrls", [])]
+    context.close()
+    # The refused form answers 400 on purpose, which Chromium reports; nothing else.
+    assert errors == ["Failed to load resource: the server responded with a status of 400 "
+                      "(Bad Request)"]
+
+
 def _record_failure(server: ServerProcess, queue_url: str, receipt: str) -> None:
     """What a worker tells the server after its app failed a message: RecordAttempts."""
     async def record() -> None:
@@ -202,6 +354,39 @@ def _record_failure(server: ServerProcess, queue_url: str, receipt: str) -> None
                 target_prefix="ConveyorWorkers.")
     with ThreadPoolExecutor(1) as pool:  # Playwright's sync API holds this thread's loop
         pool.submit(asyncio.run, record()).result()
+
+
+def test_a_queue_s_limits_show_on_its_page_and_as_a_badge_on_the_overview(
+        server: ServerProcess, chromium: Any) -> None:
+    sqs = _sqs(server)
+    name = unique("limited")
+    url = sqs.create_queue(QueueName=name)["QueueUrl"]
+
+    async def limit() -> None:  # docs/queue-controls.md: Conveyor's own call, any mode
+        async with SQSClient(server.url, region="us-east-1", access_key=ADMIN,
+                             secret_key=ADMIN_SECRET) as client:
+            await client.call("SetConveyorAttributes", {"QueueUrl": url, "Attributes": {
+                "ConveyorGroupConcurrency": "3", "ConveyorReceiveRate": "50",
+                "ConveyorReceiveBurst": "10"}}, target_prefix="ConveyorQueues.")
+    with ThreadPoolExecutor(1) as pool:  # Playwright's sync API holds this thread's loop
+        pool.submit(asyncio.run, limit()).result()
+    context, page, errors = _signed_in(chromium, server)
+    page.goto(f"{server.url}/console/queues/us-east-1/{name}")
+    shown = page.locator("#counts table", has_text="Setting").inner_text()
+    assert "Group concurrency\t3 in flight per group" in shown
+    assert "Receive rate\t50/s, burst 10" in shown
+    page.goto(f"{server.url}/console?q={name}")
+    badge = page.locator("#queues tr", has_text=name).locator(".badge.limits")
+    assert badge.inner_text() == "limits"
+    assert badge.get_attribute("title") == ("Group concurrency: 3 in flight per group; "
+                                            "Receive rate: 50/s, burst 10")
+    # An unlimited queue carries no badge.
+    plain = unique("unlimited")
+    sqs.create_queue(QueueName=plain)
+    page.goto(f"{server.url}/console?q={plain}")
+    assert page.locator("#queues tr", has_text=plain).locator(".badge.limits").count() == 0
+    context.close()
+    assert errors == []
 
 
 def test_retry_now_makes_a_message_waiting_out_its_back_off_visible(

@@ -14,7 +14,7 @@ from html import escape
 from typing import Any
 from urllib.parse import urlencode
 
-from conveyor.server.console import attribute_form, bulk, forms, messages, parts
+from conveyor.server.console import attribute_form, bulk, forms, messages, overview, parts
 from conveyor.server.console.auth import CSRF_FIELD, Session
 from conveyor.server.console.calls import Calls, Operator
 from conveyor.server.console.forms import Form, FormError
@@ -50,6 +50,7 @@ class Actions:
             "delete-messages": self.delete_messages, "redrive": self.redrive,
             "cancel-redrive": self.cancel_redrive, "drain-worker": self.drain_worker,
             "move-messages": self.move_messages, "bulk-messages": self.bulk_messages,
+            "cancel-bulk": self.cancel_bulk,
             "retry-now": self.retry_now, "pause-queue": self.pause_queue,
             "resume-queue": self.resume_queue}
         return {name: self._guarded(h) for name, h in handlers.items()}
@@ -75,8 +76,16 @@ class Actions:
     # --- queues ---------------------------------------------------------------------
 
     async def create_queue(self, req: Request, form: Form, operator: Operator) -> Response:
+        """CreateQueue from the create form; a number out of its range comes back under
+        its field with everything typed, nothing created."""
         ctx = self._ctx(req, form, operator)
-        request = forms.create_queue(form, ctx)
+        typed = attribute_form.typed_of(form)
+        numbers = attribute_form.numbers(form, self.service.limits, {}, typed)
+        if typed.errors:
+            again = overview.create_form(form.get(CSRF_FIELD, ""), typed, self.service.limits)
+            return render(400, "Not done", "<p>Some values are not ones a queue takes: "
+                          f'nothing was created. <a href="{PREFIX}">All queues</a></p>{again}')
+        request = forms.create_queue(form, ctx, numbers)
         await self.calls.call(operator, ctx, "CreateQueue", request)
         return _to_queue(ctx.region, request["QueueName"], done="created")
 
@@ -231,15 +240,13 @@ class Actions:
         if kind == "move" and not destination:
             raise FormError("Name the queue to move them to.")
         queue = await self.service.queue(ctx, name)
+        await self.calls.authorize(operator, ctx, *bulk.permission(kind, ctx, name, destination))
         act: bulk.Act
         if kind == "delete":
-            await self.calls.authorize(operator, ctx, "DeleteMessage",
-                                       {"QueueUrl": ctx.queue_url(name)})
-
             async def act(found: list[StoredMessage]) -> int:
                 return await self._delete(operator, ctx, queue, found)
         else:
-            target = await self._move_target(operator, ctx, name, destination)
+            target = await self.service.queue(ctx, destination) if destination else None
 
             async def act(found: list[StoredMessage]) -> int:
                 return await self._move(operator, ctx, queue, found, target)
@@ -251,14 +258,29 @@ class Actions:
                           f"started: {f.describe()}")
         return _to_queue(ctx.region, name, done="bulk-started", id=job.id)
 
+    async def cancel_bulk(self, req: Request, form: Form, operator: Operator) -> Response:
+        """Stop a bulk job before its next step: allowed to a key that may start such a
+        job (bulk.permission, the check bulk_messages makes). What it did stays done."""
+        ctx, name = self._ctx(req, form, operator), form.get("queue", "")
+        number = form.get("job", "")
+        job = self.jobs.get(int(number)) if number.isdigit() and len(number) < 12 else None
+        if job is None or job.region != ctx.region or job.queue != name:
+            raise FormError("No such bulk job on this node (a restart ends them): nothing "
+                            "was changed.")
+        await self.calls.authorize(operator, ctx, *bulk.permission(job.kind, ctx, job.queue,
+                                                                   job.destination))
+        if job.status == "RUNNING":
+            job.cancelling = True
+        self.calls.record(operator, ctx, f"Bulk{bulk.KINDS[job.kind]}", {"QueueUrl": name},
+                          f"cancel asked: {job.done:,} of {job.expected:,} done")
+        return _to_queue(ctx.region, name, done="bulk-cancelled", id=job.id)
+
     async def _move_target(self, operator: Operator, ctx: RequestContext, name: str,
                            destination: str) -> QueueRecord | None:
         """The queue to move to (None: each dead letter back to its source), once the key
         may start a move task between the two (StartMessageMoveTask's own check)."""
-        request: dict[str, Any] = {"SourceArn": ctx.queue_arn(name)}
-        if destination:
-            request["DestinationArn"] = ctx.queue_arn(destination)
-        await self.calls.authorize(operator, ctx, "StartMessageMoveTask", request)
+        await self.calls.authorize(operator, ctx, *bulk.permission("move", ctx, name,
+                                                                   destination))
         return await self.service.queue(ctx, destination) if destination else None
 
     async def _move(self, operator: Operator, ctx: RequestContext, queue: QueueRecord,

@@ -85,20 +85,8 @@ def changes(form: Form, ctx: RequestContext, queue: QueueRecord,
             limits: Limits) -> tuple[dict[str, str], Typed]:
     """SetQueueAttributes' Attributes from the form (only what changed), and what was
     typed with an error by each field the service would refuse."""
-    typed = Typed({k: v for k, v in form.items() if k != "csrf"})
-    wanted: dict[str, str] = {}
-    for name in (*SECONDS, "MaximumMessageSize"):
-        units = SIZE_UNITS if name == "MaximumMessageSize" else UNITS
-        n = _whole(form, name, units, typed)
-        if n is None:
-            continue
-        low, high = attrs.bounds(name, limits, queue.attributes) or (0, 0)
-        if not low <= n <= high:  # the service's range for it (attributes.RANGES)
-            typed.errors[name] = (f"Must be from {spoken(name, low)} to {spoken(name, high)} "
-                                  f"({low:,}–{high:,}{' s' if name in SECONDS else ''}); "
-                                  f"{spoken(name, n)} is not.")
-            continue
-        wanted[name] = str(n)
+    typed = typed_of(form)
+    wanted = numbers(form, limits, queue.attributes, typed)
     if queue.fifo:
         for name, choices in CHOICES.items():
             if form.get(name) in choices:
@@ -115,6 +103,32 @@ def changes(form: Form, ctx: RequestContext, queue: QueueRecord,
             typed.errors.setdefault(name if name != "RedrivePolicy" else "dlq", error.message)
     return ({k: v for k, v in wanted.items() if not _same(k, queue.attributes.get(k, ""), v)},
             typed)
+
+
+def typed_of(form: Form) -> Typed:
+    """A form's values as typed (its CSRF token left out), to show again."""
+    return Typed({k: v for k, v in form.items() if k != "csrf"})
+
+
+def numbers(form: Form, limits: Limits, attributes: dict[str, str],
+            typed: Typed) -> dict[str, str]:
+    """The number fields typed (each in its unit) as attribute values in seconds or
+    bytes; one out of the service's range for a queue with `attributes` gets an error
+    in `typed` instead."""
+    wanted = {}
+    for name in (*SECONDS, "MaximumMessageSize"):
+        units = SIZE_UNITS if name == "MaximumMessageSize" else UNITS
+        n = _whole(form, name, units, typed)
+        if n is None:
+            continue
+        low, high = attrs.bounds(name, limits, attributes) or (0, 0)
+        if not low <= n <= high:  # the service's range for it (attributes.RANGES)
+            typed.errors[name] = (f"Must be from {spoken(name, low)} to {spoken(name, high)} "
+                                  f"({low:,}–{high:,}{' s' if name in SECONDS else ''}); "
+                                  f"{spoken(name, n)} is not.")
+            continue
+        wanted[name] = str(n)
+    return wanted
 
 
 def _whole(form: Form, name: str, units: dict[str, int], typed: Typed) -> int | None:
@@ -150,18 +164,7 @@ def _same(name: str, current_value: str, wanted: str) -> bool:
 def render(queue: QueueRecord, typed: Typed, candidates: list[str], limits: Limits) -> str:
     """The form's fields (inside a form made by parts.form), each with its unit, range
     and error."""
-    out = []
-    for name in (*SECONDS, "MaximumMessageSize"):
-        units = SIZE_UNITS if name == "MaximumMessageSize" else UNITS
-        low, high = attrs.bounds(name, limits, queue.attributes) or (0, 0)
-        unit = typed.values.get(f"{name}.unit", next(iter(units)))
-        menu = "".join(f'<option{" selected" if u == unit else ""}>{u}</option>'
-                       for u in units)
-        out.append(_field(name, typed, (
-            f'<input name="{name}" type="number" min="0" step="1" inputmode="numeric" '
-            f'value="{escape(typed.values.get(name, ""))}" aria-label="{LABELS[name]}">'
-            f'<select name="{name}.unit" aria-label="unit of {LABELS[name]}">{menu}</select>'),
-            f"{spoken(name, low)} to {spoken(name, high)}"))
+    out = [number_fields(typed, limits, queue.attributes)]
     if queue.fifo:
         for name, choices in CHOICES.items():
             chosen = typed.values.get(name, choices[0])
@@ -175,6 +178,24 @@ def render(queue: QueueRecord, typed: Typed, candidates: list[str], limits: Limi
         f'inputmode="numeric" placeholder="5" '
         f'value="{escape(typed.values.get(MAX_RECEIVE_FIELD, ""))}">'),
         f"1 to {limits.max_receive_count:,}", label="Receives before dead-lettering"))
+    return "".join(out)
+
+
+def number_fields(typed: Typed, limits: Limits, attributes: dict[str, str]) -> str:
+    """The seconds and size fields, each with its unit menu, range (a queue's with
+    `attributes`) and error: the edit form's and the create form's."""
+    out = []
+    for name in (*SECONDS, "MaximumMessageSize"):
+        units = SIZE_UNITS if name == "MaximumMessageSize" else UNITS
+        low, high = attrs.bounds(name, limits, attributes) or (0, 0)
+        unit = typed.values.get(f"{name}.unit", next(iter(units)))
+        menu = "".join(f'<option{" selected" if u == unit else ""}>{u}</option>'
+                       for u in units)
+        out.append(_field(name, typed, (
+            f'<input name="{name}" type="number" min="0" step="1" inputmode="numeric" '
+            f'value="{escape(typed.values.get(name, ""))}" aria-label="{LABELS[name]}">'
+            f'<select name="{name}.unit" aria-label="unit of {LABELS[name]}">{menu}</select>'),
+            f"{spoken(name, low)} to {spoken(name, high)}"))
     return "".join(out)
 
 

@@ -7,7 +7,9 @@ bounded at any depth), and asks for the queue's name or that count to be typed b
 `bulk-messages` action starts a job. A job scans the queue again and acts on each step's
 matching messages exactly as the selection's buttons act on ticked ones (actions.py: each
 SQS call checked against the operator's key by server/authz.py), so a message received
-meanwhile is left to its receiver. Its progress shows with the queue's move tasks.
+meanwhile is left to its receiver. Its progress shows with the queue's move tasks, with a
+Cancel button for a key that could have started it: a cancelled job stops before its next
+step, and what it did stays done.
 
 Jobs run on the node that started them and are kept in its memory (the last MAX_JOBS):
 behind a load balancer their progress shows on that node's pages; a restart ends a job
@@ -29,7 +31,7 @@ from conveyor.server.console.frame import render
 from conveyor.server.console.messages import FAILING, selects
 from conveyor.server.console.visit import Visit
 from conveyor.server.http import Response
-from conveyor.service import QueueRecord, Service, StoredMessage, StoreError
+from conveyor.service import QueueRecord, RequestContext, Service, StoredMessage, StoreError
 from conveyor.sqs.errors import SqsError
 
 log = logging.getLogger("conveyor.server.console")
@@ -37,6 +39,19 @@ log = logging.getLogger("conveyor.server.console")
 SCAN_STEP = 500  # messages read (and acted on) per step
 MAX_JOBS = 50  # jobs remembered, finished or not
 KINDS = {"delete": "Delete", "move": "Move", "redrive": "Redrive"}
+
+def permission(kind: str, ctx: RequestContext, queue: str, destination: str
+               ) -> tuple[str, dict[str, str]]:
+    """The call a key must be allowed (server/authz.py) to start, or cancel, a job of this
+    kind: DeleteMessage on the queue, or starting a move task between the two queues
+    (StartMessageMoveTask's own check; no destination: each dead letter's source)."""
+    if kind == "delete":
+        return "DeleteMessage", {"QueueUrl": ctx.queue_url(queue)}
+    request = {"SourceArn": ctx.queue_arn(queue)}
+    if destination:
+        request["DestinationArn"] = ctx.queue_arn(destination)
+    return "StartMessageMoveTask", request
+
 
 # Acts on one step's matching messages; how many it deleted or moved.
 Act = Callable[[list[StoredMessage]], Awaitable[int]]
@@ -87,9 +102,10 @@ class Job:
     expected: int  # matching when confirmed
     by: str  # the access key that started it
     started_ms: int
-    status: str = "RUNNING"  # then COMPLETED or FAILED
+    status: str = "RUNNING"  # then COMPLETED, CANCELLED or FAILED
     done: int = 0  # deleted or moved
     failure: str = ""
+    cancelling: bool = False  # asked to stop: it does before its next step
 
 
 class Jobs:
@@ -99,6 +115,9 @@ class Jobs:
         self._jobs: OrderedDict[int, Job] = OrderedDict()
         self._ids = itertools.count(1)
         self._tasks: set[asyncio.Task[None]] = set()
+
+    def get(self, job_id: int) -> Job | None:
+        return self._jobs.get(job_id)
 
     def of(self, region: str, queue: str) -> list[Job]:
         return [j for j in reversed(self._jobs.values())
@@ -117,9 +136,12 @@ class Jobs:
     async def _run(self, job: Job, service: Service, source: QueueRecord, act: Act) -> None:
         try:
             async for found in matching(service, source, job.filter):
+                if job.cancelling:
+                    break
                 if found:
                     job.done += await act(found)
-            job.status = "COMPLETED"
+                await asyncio.sleep(0)  # a step at a time: a cancel is served between them
+            job.status = "CANCELLED" if job.cancelling else "COMPLETED"
         except (SqsError, StoreError) as exc:
             job.status, job.failure = "FAILED", str(exc)
         except Exception as exc:  # a task nobody awaits: told on the page and logged
@@ -130,16 +152,25 @@ class Jobs:
                  extra={"queue": job.queue, "access_key": job.by})
 
 
-def rows(jobs: list[Job], now_ms: int) -> list[list[str]]:
-    """The queue page's progress rows of these jobs (beside its move tasks)."""
+def progress(job: Job) -> str:
+    """How far a job got: "N of M", or "cancelled after N of M"."""
+    so_far = f"{job.done:,} of {job.expected:,}"
+    return f"cancelled after {so_far}" if job.status == "CANCELLED" else so_far
+
+
+def rows(jobs: list[Job], now_ms: int, cancels: dict[int, str]) -> list[list[str]]:
+    """The queue page's progress rows of these jobs (beside its move tasks); `cancels`:
+    the Cancel form of each running job the operator may cancel."""
     out = []
     for j in jobs:
         most = max(j.expected, j.done, 1)
         what = f"{KINDS[j.kind]} {j.filter.describe()}"
-        out.append([escape(j.status), f'<progress value="{j.done}" max="{most}"></progress> '
-                    f"{j.done:,} of {j.expected:,}", escape(what), parts.when(j.started_ms, now_ms),
+        status = "CANCELLING" if j.cancelling and j.status == "RUNNING" else j.status
+        out.append([escape(status), f'<progress value="{j.done}" max="{most}"></progress> '
+                    f"{escape(progress(j))}", escape(what), parts.when(j.started_ms, now_ms),
                     escape(j.destination or ("their source queues" if j.kind == "redrive"
-                                             else "")), escape(j.failure)])
+                                             else "")), escape(j.failure),
+                    cancels.get(j.id, "")])
     return out
 
 

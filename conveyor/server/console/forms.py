@@ -15,9 +15,6 @@ from conveyor.service.context import RequestContext
 
 Form = dict[str, str]
 
-# Queue attributes the create form offers as fields of their own.
-CREATE_FIELDS = ("VisibilityTimeout", "DelaySeconds", "MessageRetentionPeriod",
-                 "ReceiveMessageWaitTimeSeconds", "MaximumMessageSize")
 # `name = value` or `name (Type) = value`, one per line.
 _LINE = re.compile(r"\s*(?P<name>[^=()]+?)\s*(?:\((?P<type>[^()]+)\))?\s*=\s*(?P<value>.*?)\s*")
 _SELECTED = "m."  # a checked message's field name: m.<message id>
@@ -27,14 +24,15 @@ class FormError(ValueError):
     """A form the console cannot turn into a request (a word where a number goes)."""
 
 
-def create_queue(form: Form, ctx: RequestContext) -> dict[str, Any]:
-    """CreateQueue from the create form: name, FIFO, the common attributes, a dead-letter
-    queue with its maxReceiveCount, more attributes and tags as `name = value` lines."""
+def create_queue(form: Form, ctx: RequestContext, numbers: dict[str, str]) -> dict[str, Any]:
+    """CreateQueue from the create form: name, FIFO, the typed number fields (`numbers`,
+    already in seconds and bytes: attribute_form.numbers), a dead-letter queue with its
+    maxReceiveCount, more attributes and tags as `name = value` lines."""
     name = form.get("name", "").strip()
     fifo = form.get("fifo") == "on"
     if fifo and not name.endswith(".fifo"):
         name += ".fifo"
-    attributes = {k: form[k].strip() for k in CREATE_FIELDS if form.get(k, "").strip()}
+    attributes = dict(numbers)
     if fifo:
         attributes["FifoQueue"] = "true"
         if form.get("content_dedup") == "on":

@@ -11,7 +11,7 @@ from __future__ import annotations
 from html import escape
 from urllib.parse import urlencode
 
-from conveyor.server.console import charts, parts
+from conveyor.server.console import attribute_form, charts, parts
 from conveyor.server.console.calls import Done
 from conveyor.server.console.frame import PREFIX, render
 from conveyor.server.console.partitions import partitions_section
@@ -21,6 +21,7 @@ from conveyor.server.http import Response
 from conveyor.service import Counts, QueueRecord, Service
 from conveyor.service.activity import HOUR, History, Range
 from conveyor.service.redrive import dead_letter_arn
+from conveyor.sqs.limits import Limits
 
 PAGE_SIZE = 100  # queues per page
 MAX_DLQ_CHECKS = 200  # dead-letter queues counted for the warning on every view
@@ -91,31 +92,47 @@ class Overview:
     async def _create_form(self, v: Visit, region: str) -> str:
         if not await v.may("CreateQueue", {}, region):
             return ""
-        number = 'inputmode="numeric" pattern="[0-9]*"'
-        fields = "".join(
-            f'<label>{name} <span class="muted">({"bytes" if "Size" in name else "s"})'
-            f'</span><br><input name="{name}" {number}></label>'
-            for name in ("VisibilityTimeout", "DelaySeconds", "MessageRetentionPeriod",
-                         "ReceiveMessageWaitTimeSeconds", "MaximumMessageSize"))
-        inner = (
-            '<summary>Create a queue</summary>'
-            '<label>Name<br><input name="name" required maxlength="80" '
-            # `-` escaped: browsers compile `pattern` with the `v` flag, where an
-            # unescaped `-` at a class's end is a syntax error (and the check is off).
-            'pattern="[A-Za-z0-9_\\-]+(\\.fifo)?" autocomplete="off"></label>'
-            f'<label>Region<br><input name="region" value="{escape(region)}" required></label>'
-            '<label><input type="checkbox" name="fifo"> FIFO (the name gets .fifo)</label>'
-            '<label><input type="checkbox" name="content_dedup"> Content-based '
-            "deduplication (FIFO)</label>"
-            '<label>Dead-letter queue <span class="muted">(name of an existing queue of the '
-            'same type)</span><br><input name="dlq" autocomplete="off"></label>'
-            f'<label>Receives before dead-lettering<br><input name="max_receive_count" '
-            f'{number} placeholder="5"></label>{fields}'
-            '<label>More attributes <span class="muted">(<code>Name = value</code> a line)'
-            '</span><textarea name="attributes"></textarea></label>'
-            '<label>Tags <span class="muted">(<code>key = value</code> a line)</span>'
-            '<textarea name="tags"></textarea></label><button>Create queue</button>')
-        return parts.form("create-queue", v.csrf, {}, f"<details>{inner}</details>")
+        return create_form(v.csrf, attribute_form.Typed({"region": region}),
+                           self.service.limits)
+
+
+def create_form(csrf: str, typed: attribute_form.Typed, limits: Limits) -> str:
+    """The create-queue form, with what was typed and each field's error (open when any:
+    a refused form comes back as it was)."""
+    kept = typed.values
+
+    def value(name: str) -> str:
+        return f'value="{escape(kept.get(name, ""))}"'
+
+    def ticked(name: str) -> str:
+        return " checked" if kept.get(name) == "on" else ""
+
+    inner = (
+        '<summary>Create a queue</summary>'
+        f'<label>Name<br><input name="name" required maxlength="80" {value("name")} '
+        # `-` escaped: browsers compile `pattern` with the `v` flag, where an
+        # unescaped `-` at a class's end is a syntax error (and the check is off).
+        'pattern="[A-Za-z0-9_\\-]+(\\.fifo)?" autocomplete="off"></label>'
+        f'<label>Region<br><input name="region" {value("region")} required></label>'
+        f'<label><input type="checkbox" name="fifo"{ticked("fifo")}> FIFO (the name gets '
+        ".fifo)</label>"
+        f'<label><input type="checkbox" name="content_dedup"{ticked("content_dedup")}> '
+        "Content-based deduplication (FIFO)</label>"
+        '<label>Dead-letter queue <span class="muted">(name of an existing queue of the '
+        f'same type)</span><br><input name="dlq" autocomplete="off" {value("dlq")}></label>'
+        '<label>Receives before dead-lettering<br><input name="max_receive_count" '
+        f'inputmode="numeric" pattern="[0-9]*" placeholder="5" '
+        f'{value("max_receive_count")}></label>'
+        # The edit form's typed fields, units and ranges (a new queue's: no attributes yet).
+        f"{attribute_form.number_fields(typed, limits, {})}"
+        '<label>More attributes <span class="muted">(<code>Name = value</code> a line)'
+        f'</span><textarea name="attributes">{escape(kept.get("attributes", ""))}'
+        '</textarea></label>'
+        '<label>Tags <span class="muted">(<code>key = value</code> a line)</span>'
+        f'<textarea name="tags">{escape(kept.get("tags", ""))}</textarea></label>'
+        "<button>Create queue</button>")
+    shown = " open" if typed.errors else ""
+    return parts.form("create-queue", csrf, {}, f"<details{shown}>{inner}</details>")
 
 
 def _name_cell(queue: QueueRecord, holding: bool) -> str:

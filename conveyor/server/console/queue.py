@@ -214,9 +214,16 @@ async def _tasks(v: Visit, ctx: RequestContext, tasks: list[dict], now_ms: int,
     """The queue's move tasks (redrive all) and this node's bulk jobs, with progress."""
     if not tasks and not jobs:
         return '<section id="tasks" data-live></section>'
+    cancels = {}
+    for j in jobs:
+        if j.status == "RUNNING" and not j.cancelling and await v.may(
+                *bulk.permission(j.kind, ctx, j.queue, j.destination), ctx.region):
+            cancels[j.id] = parts.form("cancel-bulk", v.csrf, {
+                "region": ctx.region, "queue": j.queue, "job": str(j.id)},
+                '<button class="danger">Cancel</button>')
     done = ("<h2>Bulk actions</h2>" + parts.table(
-        ["Status", "Done", "What", "Started", "Destination", "Failure"],
-        bulk.rows(jobs, now_ms))) if jobs else ""
+        ["Status", "Done", "What", "Started", "Destination", "Failure", ""],
+        bulk.rows(jobs, now_ms, cancels))) if jobs else ""
     if not tasks:
         return f'<section id="tasks" data-live>{done}</section>'
     rows = []

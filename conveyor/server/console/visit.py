@@ -34,6 +34,8 @@ NOTICES = {
     "resumed": "Delivery resumed.",
     "retried": "Message {id} is visible now: the next receive takes it.",
     "bulk-started": "Started: its progress is below.",
+    "bulk-cancelled": "Cancelling: the job stops before its next step; what it did stays "
+                      "done.",
     "drain-requested": "Asked worker {id} to drain: it finishes its jobs, stops receiving "
                        "and exits at its next announcement.",
 }
