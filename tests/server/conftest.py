@@ -12,6 +12,7 @@ and every server below (shared, strict, private, authenticated) starts with thos
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -45,40 +46,61 @@ def store_args(request: pytest.FixtureRequest) -> list[str]:
     return ["--store", POSTGRES_URL]
 
 
-@pytest.fixture(scope="session")
-def launch(tmp_path_factory: pytest.TempPathFactory,
-           store_args: list[str]) -> Iterator[Launcher]:
-    """Start a server process with the store under test plus `args`; stopped at session end."""
+@contextlib.contextmanager
+def _launcher(tmp_path_factory: pytest.TempPathFactory, store_args: list[str],
+              prefix: str) -> Iterator[Launcher]:
+    """Starts server processes with the store under test plus `args`; stops them all when
+    the block ends."""
     started: list[ServerProcess] = []
     serial = itertools.count()
 
     def _launch(*args: str, env: dict[str, str] | None = None) -> ServerProcess:
-        data_dir = tmp_path_factory.mktemp(f"srv{next(serial)}")
+        data_dir = tmp_path_factory.mktemp(f"{prefix}{next(serial)}")
         proc = ServerProcess(data_dir, *isolated(store_args), *args, env=env)
         started.append(proc)
         return proc.start()
 
-    yield _launch
-    for proc in started:
-        proc.stop()
+    try:
+        yield _launch
+    finally:
+        for proc in started:
+            proc.stop()
 
 
 @pytest.fixture(scope="session")
-def server(launch: Launcher) -> ServerProcess:
+def shared_launch(tmp_path_factory: pytest.TempPathFactory,
+                  store_args: list[str]) -> Iterator[Launcher]:
+    """For the servers every module shares; stopped at the session's end."""
+    with _launcher(tmp_path_factory, store_args, "srv") as launch:
+        yield launch
+
+
+@pytest.fixture(scope="module")
+def launch(tmp_path_factory: pytest.TempPathFactory,
+           store_args: list[str]) -> Iterator[Launcher]:
+    """For a module's own servers (its fixtures' and its tests'); stopped when the module
+    ends, so that a whole run never holds every server it started (on PostgreSQL, each
+    holds connections: a run of them all went past the database's 100)."""
+    with _launcher(tmp_path_factory, store_args, "mod") as launch:
+        yield launch
+
+
+@pytest.fixture(scope="session")
+def server(shared_launch: Launcher) -> ServerProcess:
     """The shared relaxed-mode server (overrides tests/conftest.py to use `store_args`)."""
-    return launch("--mode", "relaxed")
+    return shared_launch("--mode", "relaxed")
 
 
 @pytest.fixture(scope="session")
-def strict_server(launch: Launcher) -> ServerProcess:
+def strict_server(shared_launch: Launcher) -> ServerProcess:
     """The shared strict-mode (default mode) server: SQS's own limits and cool-downs."""
-    return launch()
+    return shared_launch()
 
 
 @pytest.fixture(scope="session")
-def clock_server(launch: Launcher) -> ServerProcess:
+def clock_server(shared_launch: Launcher) -> ServerProcess:
     """A relaxed server whose clock tests move forward (see helpers.advance_clock)."""
-    return launch("--mode", "relaxed", "--dev-clock")
+    return shared_launch("--mode", "relaxed", "--dev-clock")
 
 
 @pytest.fixture
