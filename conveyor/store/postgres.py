@@ -1597,12 +1597,23 @@ async def _answer_within(conn: asyncpg.Connection, query: Awaitable[Any],
     asyncio.wait_for: cancelling a query makes asyncpg send a cancel request to the server
     and wait for it, which never ends when the server is cut off without a word."""
     task = asyncio.ensure_future(query)
-    done, _ = await asyncio.wait({task}, timeout=timeout_s)
+    try:
+        done, _ = await asyncio.wait({task}, timeout=timeout_s)
+    except asyncio.CancelledError:  # the store closing: the query's end is nobody's news
+        task.add_done_callback(_seen)
+        raise
     if not done:
         conn.terminate()
-        task.add_done_callback(lambda t: t.cancelled() or t.exception())  # seen: no warning
+        task.add_done_callback(_seen)
         raise TimeoutError(f"no answer from the database in {timeout_s:.0f} s")
     return task.result()
+
+
+def _seen(task: asyncio.Future[Any]) -> None:
+    """Take an abandoned query's outcome, so that asyncio logs no "exception was never
+    retrieved" for it."""
+    if not task.cancelled():
+        task.exception()
 
 
 def _closed(conn: asyncpg.Connection) -> bool:
