@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.cluster.conftest import keyed_nodes
 from tests.server.helpers import Browser
-from tests.support import POSTGRES_URL, ServerProcess, isolated, require_postgres
+from tests.support import ServerProcess
 
 KEY, SECRET = "AKIDCLUSTER", "cluster-console-secret"
 
@@ -21,14 +22,8 @@ KEY, SECRET = "AKIDCLUSTER", "cluster-console-secret"
 @pytest.fixture
 def keyed_pair(tmp_path: Path) -> Iterator[tuple[ServerProcess, ServerProcess]]:
     """Two nodes on one PostgreSQL schema with the same access key."""
-    require_postgres()
-    args = [*isolated(["--store", POSTGRES_URL]), "--mode", "relaxed",
-            "--access-key", f"{KEY}:{SECRET}"]
-    a = ServerProcess(tmp_path / "a", *args).start()
-    b = ServerProcess(tmp_path / "b", *args).start()
-    yield a, b
-    a.stop()
-    b.stop()
+    with keyed_nodes(tmp_path, KEY, SECRET) as nodes:
+        yield nodes
 
 
 def test_a_session_made_on_one_node_holds_on_the_other(

@@ -12,22 +12,17 @@ from pathlib import Path
 
 import pytest
 
+from tests.cluster.conftest import keyed_nodes
 from tests.server.helpers import Browser, advance_clock
 from tests.server.test_console_throttle import KEY, SECRET, fail, retry_after
-from tests.support import POSTGRES_URL, ServerProcess, isolated, require_postgres
+from tests.support import ServerProcess
 
 
 @pytest.fixture
 def pair(tmp_path: Path) -> Iterator[tuple[ServerProcess, ServerProcess]]:
     """Two nodes on one PostgreSQL schema, with the same key and clocks tests move."""
-    require_postgres()
-    args = [*isolated(["--store", POSTGRES_URL]), "--mode", "relaxed", "--dev-clock",
-            "--access-key", f"{KEY}:{SECRET}"]
-    a = ServerProcess(tmp_path / "a", *args).start()
-    b = ServerProcess(tmp_path / "b", *args).start()
-    yield a, b
-    a.stop()
-    b.stop()
+    with keyed_nodes(tmp_path, KEY, SECRET, "--dev-clock") as nodes:
+        yield nodes
 
 
 def test_failures_on_one_node_lock_the_key_on_the_other(
