@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip install -q -c constraints.txt
 
-.PHONY: run server test bench lock clean
+.PHONY: run server test test-compiled bench lock clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,8 +27,24 @@ server: $(VENV)/.run-deps
 	$(BIN)/conveyor server
 
 test: $(VENV)/.test-deps
-	$(BIN)/ruff check conveyor tests bench
+	$(BIN)/ruff check conveyor tests bench setup.py
 	$(BIN)/python -m pytest -q
+
+# The compiled build (setup.py): its wheel in a venv of its own, then the tests of the request
+# path on it. PYTHONSAFEPATH and --import-mode=append keep this checkout's pure-Python
+# conveyor/ off sys.path, for the tests and for every server they start.
+COMPILED_VENV := .venv-compiled
+COMPILED_TESTS ?= tests/server tests/store tests/service tests/test_build.py
+test-compiled: $(VENV)/.test-deps
+	rm -rf build dist/compiled
+	CONVEYOR_COMPILE=1 $(BIN)/python -m pip wheel -q --no-deps --no-build-isolation \
+	  -w dist/compiled .
+	rm -rf build $(COMPILED_VENV)
+	$(PYTHON) -m venv $(COMPILED_VENV)
+	$(COMPILED_VENV)/bin/python -m pip install -q -c constraints.txt \
+	  "conveyor-sqs[dev] @ file://$$(ls $(CURDIR)/dist/compiled/*.whl)"
+	PYTHONSAFEPATH=1 CONVEYOR_EXPECT_COMPILED=1 $(COMPILED_VENV)/bin/python -m pytest -q \
+	  --import-mode=append -p no:cacheprovider $(COMPILED_TESTS)
 
 bench: $(VENV)/.test-deps
 	$(PIP) -e '.[dev,bench]'
@@ -47,4 +63,4 @@ lock:
 	rm -rf .lock-venv
 
 clean:
-	rm -rf $(VENV) conveyor-data
+	rm -rf $(VENV) $(COMPILED_VENV) build dist conveyor-data

@@ -37,7 +37,9 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+# This checkout's conveyor/ when no conveyor is installed; an installed one (the compiled
+# build's, say: setup.py) comes first.
+sys.path.append(str(Path(__file__).resolve().parent.parent))
 
 from conveyor.clock import Clock  # noqa: E402 - after the path set-up above
 from conveyor.server.app import App, ServerSettings  # noqa: E402

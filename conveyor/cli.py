@@ -6,7 +6,7 @@ import os
 
 import click
 
-from conveyor import __version__, logs
+from conveyor import __version__, build, logs
 from conveyor.admin import register as register_admin_commands
 from conveyor.cron.cli import register as register_cron_commands
 from conveyor.scale.cli import register as register_scale_commands
@@ -18,7 +18,8 @@ from conveyor.worker.partitions_cli import register as register_partition_comman
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.version_option(__version__, prog_name="conveyor")
+@click.version_option(__version__, prog_name="conveyor",
+                      message=f"%(prog)s %(version)s ({build.name()})")
 @click.option("--log-format", type=click.Choice(logs.FORMATS), envvar=logs.ENV, default="text",
               show_default=True, help="Log lines as plain text or one JSON object each "
               "(also CONVEYOR_LOG_FORMAT; processes started by this one inherit it).")

@@ -199,7 +199,8 @@ class App:
             result = await self._dispatch(ctx, call, req)
             if result is None:  # the client went away during a long poll
                 return None
-            status, extra, payload = 200, [], self._encode(call, result)
+            extra: list[tuple[bytes, bytes]] = []
+            status, payload = 200, self._encode(call, result)
             outcome = "ok"
             log.debug("%s %s ok", action, call.request.get("QueueUrl", ""))
         except SqsError as error:
@@ -270,6 +271,7 @@ class App:
 
     async def _dispatch(self, ctx: RequestContext, call: Call,
                         req: Request) -> dict[str, Any] | None:
+        result: dict[str, Any] | None
         trace = req.headers.get("x-amzn-trace-id")
         if trace:
             apply_trace_header(call.action, call.request, trace)
@@ -300,7 +302,7 @@ class App:
         "as soon as a message is available" (SQS API reference, WaitTimeSeconds): the
         queues are watched from before the first look, so one sent during it counts."""
         with self.waiters.watch(poll.queue_ids) as watch:
-            result = await poll.fetch(self.service, ctx)
+            result: dict[str, Any] | None = await poll.fetch(self.service, ctx)
             if result:
                 return result
             if poll.worker_id is None:

@@ -17,7 +17,7 @@ from typing import Any
 
 import click
 
-from conveyor import logs
+from conveyor import build, logs
 from conveyor.clock import Clock
 from conveyor.server import s3subset
 from conveyor.server.access import AccessKey
@@ -285,8 +285,9 @@ async def serve(settings: dict[str, Any]) -> None:
         where = (Path(settings["data_dir"]).resolve() if _on_sqlite(settings)
                  else f"postgresql, {len(settings['shards'])} shards" if settings["shards"]
                  else "postgresql")
-        log.info("Conveyor listening on %s://%s:%s (store: %s, mode: %s); console at "
-                 "/console", http.scheme, settings["host"], port, where, settings["mode"])
+        log.info("Conveyor listening on %s://%s:%s (store: %s, mode: %s, %s); console at "
+                 "/console", http.scheme, settings["host"], port, where, settings["mode"],
+                 build.name())
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):

@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from email.utils import formatdate
-from typing import cast
+from typing import Any, cast
 
 import httptools
 
@@ -181,7 +181,7 @@ class _Connection(asyncio.Protocol):
         rejected = self._refusal()
         if rejected is not None:
             self.url = b"/"  # never handled; what was kept of it may be cut anywhere
-        url = httptools.parse_url(self.url)
+        url: Any = httptools.parse_url(self.url)  # its query is None when none (stub: bytes)
         too_large = self.body_bytes > self.server.body_limit(self.url)
         request = Request(self.parser.get_method().decode("ascii", "replace"),
                           url.path.decode("latin-1"), url.query or b"", self.headers,
@@ -350,7 +350,8 @@ class HttpServer:
         if self.tls is None:
             self._server = await self.loop.create_server(
                 lambda: _Connection(self), host, port, reuse_address=True, backlog=1024)
-            return self._server.sockets[0].getsockname()[1]
+            server: Any = self._server  # its sockets: uvloop's are a list, not typeshed's tuple
+            return server.sockets[0].getsockname()[1]
         # asyncio's own TLS server hands a connection to its protocol only once the
         # handshake is done, and never tells of one that fails: the cap could not count
         # connections in their handshake. So accept here, count, then begin TLS.

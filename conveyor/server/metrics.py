@@ -26,7 +26,8 @@ EXTENSION_ACTIONS = frozenset(leases.ACTIONS + workers.ACTIONS + polls.ACTIONS)
 
 SIGN_IN_OUTCOMES = ("ok", "failed", "throttled")
 
-LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1, 5, 20)
+LATENCY_BUCKETS: tuple[float, ...] = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5,
+                                      1, 5, 20)
 
 
 class _RequestStats(Collector):
@@ -52,7 +53,7 @@ class _RequestStats(Collector):
         self.counts[key] = self.counts.get(key, 0) + 1
         slots = self.latency.get(label)
         if slots is None:
-            slots = self.latency[label] = [0] * (len(LATENCY_BUCKETS) + 2)
+            slots = self.latency[label] = [0.0] * (len(LATENCY_BUCKETS) + 2)
         slots[bisect_left(LATENCY_BUCKETS, seconds)] += 1
         slots[-1] += seconds
 
@@ -68,8 +69,8 @@ class _RequestStats(Collector):
             labels=["action"])
         for action, slots in sorted(self.latency.items()):
             cumulative, buckets = 0.0, []
-            for bound, count in zip((*LATENCY_BUCKETS, float("inf")), slots, strict=False):
-                cumulative += count
+            for bound, in_bucket in zip((*LATENCY_BUCKETS, float("inf")), slots, strict=False):
+                cumulative += in_bucket
                 buckets.append((_bound(bound), cumulative))
             latency.add_metric([action], buckets, sum_value=slots[-1])
         yield latency

@@ -18,14 +18,16 @@ import asyncio
 import contextlib
 from collections import deque
 from collections.abc import Iterator, Sequence
+from typing import Any
 
+from conveyor.service.base import Wakeups
 from conveyor.service.polls import MAX_WAIT_S  # the longest wait: PollMessages's, not SQS's 20
 
 # What a receiver parks on: a queue id, or ("worker", id) for a worker's drain.
 Key = int | tuple[str, str]
 
 
-class Waiters:
+class Waiters(Wakeups):
     def __init__(self) -> None:
         self._parked: dict[Key, deque[asyncio.Future[Key]]] = {}
 
@@ -126,7 +128,8 @@ class Watch:
                    *also: asyncio.Future[Key]) -> Key | None:
         """Until a wake-up since the last (re)arming, at once if one came already (the key
         notified), or the timeout passes / the client left / one of `also` is done (None)."""
-        done, _ = await asyncio.wait((self._woken, gone, *also), timeout=max(timeout_s, 0),
+        waited: tuple[asyncio.Future[Any], ...] = (self._woken, gone, *also)
+        done, _ = await asyncio.wait(waited, timeout=max(timeout_s, 0),
                                      return_when=asyncio.FIRST_COMPLETED)
         return self._woken.result() if self._woken in done else None
 

@@ -116,7 +116,8 @@ def buckets(rows: list[MinuteRow]) -> list[ActivityRow]:
                 kept[kind] += n  # type: ignore[operator]
             if age is not None:
                 kept[-1] = max(kept[-1], age)
-    return [ActivityRow(*key, *values[:-1], None if values[-1] == NOT_SAMPLED else values[-1])
+    return [ActivityRow._make((*key, *values[:-1],
+                               None if values[-1] == NOT_SAMPLED else values[-1]))
             for key, values in out.items()]
 
 
@@ -190,7 +191,7 @@ class Activity:
 
     def active(self, limit: int) -> list[int]:
         """The ids of the `limit` most recently active queues, the most recent first."""
-        out = []
+        out: list[int] = []
         for queue_id in reversed(self._series):
             if len(out) == limit:
                 break

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import Any
+from typing import Any, TypeGuard
 
 import orjson
 
@@ -203,7 +203,7 @@ def _listed(value: Any) -> list[dict[str, Any]]:
     return [a for a in value if isinstance(a, dict)] if isinstance(value, list) else []
 
 
-def _integer(value: Any) -> bool:
+def _integer(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 

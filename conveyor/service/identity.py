@@ -76,8 +76,8 @@ class QueueEndings(WorkerActions):
         (QueueDoesNotExist)."""
         self.forget(queue)
         self.activity.forget(queue.id)
-        for key in [k for k in self._attempts if k[0] == queue.id]:
-            del self._attempts[key]
-        for key in [k for k in self._attempt_of if k[0] == queue.id]:
-            del self._attempt_of[key]
+        for attempt in [k for k in self._attempts if k[0] == queue.id]:
+            del self._attempts[attempt]
+        for message in [k for k in self._attempt_of if k[0] == queue.id]:
+            del self._attempt_of[message]
         self.on_ready(queue, 1 << 30)

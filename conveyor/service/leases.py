@@ -28,7 +28,7 @@ from conveyor.sqs.errors import InvalidParameterValue, MissingParameter, SqsErro
 from conveyor.store.base import LeaseRecord
 
 TARGET_PREFIX = "ConveyorLease."
-ACTIONS = ("AcquireLease", "UpdateLease", "ReleaseLease", "GetLease")
+ACTIONS: tuple[str, ...] = ("AcquireLease", "UpdateLease", "ReleaseLease", "GetLease")
 MAX_TTL_S = 3600
 MAX_DATA_CHARS = 256 * 1024
 _NAME = re.compile(r"[A-Za-z0-9_.:/#-]{1,256}")

@@ -50,7 +50,7 @@ __all__ = ["ACTION", "ACTIONS", "HINT", "MAX_QUEUES", "MAX_WAIT_S", "TARGET_PREF
            "plan_poll"]
 
 ACTION = "PollMessages"
-ACTIONS = (ACTION,)
+ACTIONS: tuple[str, ...] = (ACTION,)
 # Five minutes: long enough that an idle worker costs a few calls an hour, short enough
 # that a worker that vanished without closing its connection (a cut network) is noticed,
 # and below the idle timeouts of most proxies a team may put in front of the server

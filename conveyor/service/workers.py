@@ -40,7 +40,7 @@ from conveyor.sqs.errors import InvalidParameterValue
 from conveyor.store.base import LeaseRecord
 
 TARGET_PREFIX = "ConveyorWorkers."
-ACTIONS = ("AnnounceWorker", "ListWorkers", "DrainWorker", "RecordScalingDecision",
+ACTIONS: tuple[str, ...] = ("AnnounceWorker", "ListWorkers", "DrainWorker", "RecordScalingDecision",
            "ListScalingDecisions")
 MAX_WORKERS = 10_000
 MAX_STATUS_BYTES = 16 * 1024

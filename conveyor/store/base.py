@@ -121,10 +121,26 @@ class Picking(Protocol):
     the visible grouped messages with each group's head, a group's run, each group's
     oldest visible messages) and takes what these return."""
 
-    fifo_scan: int  # a FIFO walk stops after this many messages
-    fair_groups: int  # a fair receive visits at most this many groups
-    group_cap: int  # most messages in flight per group (0: no cap)
-    group_rate: object | None  # the groups' receive rate, if any
+    # Read-only (properties), as the service's frozen dataclass gives them.
+    @property
+    def fifo_scan(self) -> int:
+        """A FIFO walk stops after this many messages."""
+        ...
+
+    @property
+    def fair_groups(self) -> int:
+        """A fair receive visits at most this many groups."""
+        ...
+
+    @property
+    def group_cap(self) -> int:
+        """Most messages in flight per group (0: no cap)."""
+        ...
+
+    @property
+    def group_rate(self) -> object | None:
+        """The groups' receive rate, if any."""
+        ...
 
     @property
     def group_limited(self) -> bool:

@@ -323,6 +323,7 @@ class JournaledStore(SqliteStore):
         await between the read and its use)."""
         row = self.db.execute("SELECT MIN(visible_at) FROM messages WHERE queue_id=?",
                               (queue_id,)).fetchone()
+        assert row is not None  # an aggregate always gives a row
         return _NOTHING_VISIBLE if row[0] is None else row[0]
 
     def _claim_held(self, queue: QueueRecord, wanted: int, now_ms: int, cutoff_ms: int,

@@ -1,0 +1,52 @@
+"""The optional compiled build: `CONVEYOR_COMPILE=1` compiles the server's request path with
+mypyc (as black and mypy ship themselves); without it, and for every editable install, the
+package is the pure Python it always was. Everything else about the build is in
+pyproject.toml. `make test-compiled` builds it and runs the tests on it; `conveyor --version`
+says which build is running."""
+
+import os
+
+# The modules a request runs through (BENCHMARKS.md, "Per message"). Each must pass mypy
+# (tests/test_build.py): mypyc trusts the annotations and checks them at run time. Left out:
+# the Service class's mixins (service/base.py, messages.py, queues.py...), as mypyc compiles
+# no multiple inheritance but of traits; sqs/errors.py, whose classes' codes are read off
+# the class.
+COMPILED = [
+    "conveyor/server/app.py",
+    "conveyor/server/authz.py",
+    "conveyor/server/http.py",
+    "conveyor/server/metrics.py",
+    "conveyor/server/sigv4.py",
+    "conveyor/server/waiters.py",
+    "conveyor/service/activity.py",
+    "conveyor/service/attributes.py",
+    "conveyor/service/context.py",
+    "conveyor/service/polls.py",
+    "conveyor/service/rules.py",
+    "conveyor/service/tenants.py",
+    "conveyor/service/validate.py",
+    "conveyor/store/journal.py",
+    "conveyor/sqs/jsonproto.py",
+    "conveyor/sqs/md5.py",
+    "conveyor/sqs/queryproto.py",
+    "conveyor/sqs/shapes.py",
+    "conveyor/ids.py",
+]
+# The modules around them stay interpreted: their types are read, not held to mypy.
+MYPY_FLAGS = ["--ignore-missing-imports", "--follow-imports=silent"]
+
+MYPY = "mypy==2.4.1"  # the compiler; also the one tests/test_build.py checks the types with
+
+if __name__ == "__main__":  # as setuptools runs it (tests/test_build.py only reads the lists)
+    from setuptools import setup
+
+    if os.environ.get("CONVEYOR_COMPILE") == "1":
+        try:
+            from mypyc.build import mypycify
+        except ImportError:  # a PEP 517 build asks for its requirements first: here, mypy
+            setup(setup_requires=[MYPY])
+            raise SystemExit(f"CONVEYOR_COMPILE=1: the build needs {MYPY}") from None
+        setup(ext_modules=mypycify([*MYPY_FLAGS, *COMPILED], opt_level="3"),
+              setup_requires=[MYPY])
+    else:
+        setup()
