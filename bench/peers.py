@@ -144,6 +144,17 @@ def conveyor_launch(port: int, extra_args: list[str]) -> Launch:
     return Launch(argv, "/health", _pkg_version("conveyor"), cleanup_dirs=[data_dir])
 
 
+def conveyor_compiled_launch(port: int, extra_args: list[str]) -> Launch:
+    """Conveyor's compiled build (setup.py), from the venv `make test-compiled` makes; -P
+    keeps this checkout's pure-Python conveyor/ off sys.path."""
+    python = REPO_DIR / ".venv-compiled" / "bin" / "python"
+    if not python.exists():
+        raise PeerUnavailable("no compiled build: make test-compiled makes .venv-compiled/")
+    launch = conveyor_launch(port, extra_args)
+    launch.argv[:3] = [str(python), "-P", "-m"]
+    return launch
+
+
 def moto_launch(port: int, extra_args: list[str]) -> Launch:
     moto_server = Path(sys.executable).with_name("moto_server")
     if not moto_server.exists():
@@ -180,6 +191,7 @@ def floor_launch(port: int, extra_args: list[str]) -> Launch:
 
 LAUNCHERS: dict[str, Callable[[int, list[str]], Launch]] = {
     "conveyor": conveyor_launch,
+    "conveyor-compiled": conveyor_compiled_launch,
     "moto": moto_launch,
     "fauxqs": fauxqs_launch,
     "fauxqs-sqlite": fauxqs_sqlite_launch,
@@ -190,6 +202,7 @@ LAUNCHERS: dict[str, Callable[[int, list[str]], Launch]] = {
 # What each server keeps its messages in, for the results table.
 STORAGE = {
     "conveyor": "SQLite + journal (durable)",
+    "conveyor-compiled": "SQLite + journal (durable), compiled with mypyc",
     "moto": "memory",
     "fauxqs": "memory",
     "fauxqs-sqlite": "SQLite WAL (fauxqs --data-dir)",

@@ -6,6 +6,8 @@ from collections.abc import Callable
 from typing import Any
 
 SUBJECT = "conveyor"
+# Each gets its row of ratios to every peer: the pure-Python package and the compiled build.
+SUBJECTS = (SUBJECT, "conveyor-compiled")
 # Measured beside the peers, never counted as one in the targets (bench/peers/floor.py).
 YARDSTICKS = {"python-floor"}
 
@@ -78,11 +80,9 @@ def _ratio(subject: float | None, peer: float | None, lower_is_better: bool = Fa
 
 
 def ratio_table(results: dict[str, Any]) -> list[str]:
-    """Conveyor's figures divided by each peer's (above 1 means Conveyor is better)."""
+    """Conveyor's figures divided by each peer's (above 1 means Conveyor is better), for
+    each build measured."""
     servers = results["servers"]
-    if SUBJECT not in servers:
-        return []
-    mine = servers[SUBJECT]["scenarios"]
     metrics = [
         ("batched msgs/s", "batched", "messages_per_s", False),
         ("batched msgs/CPU-s", "batched", "messages_per_server_cpu_s", False),
@@ -91,14 +91,17 @@ def ratio_table(results: dict[str, Any]) -> list[str]:
         ("pick-up p50 (speed)", "longpoll", "pickup_p50_ms", True),
     ]
     rows = []
-    for peer, info in servers.items():
-        if peer == SUBJECT:
-            continue
-        cells = []
-        for _, scenario, key, lower in metrics:
-            theirs = info["scenarios"].get(scenario) or {}
-            cells.append(_ratio((mine.get(scenario) or {}).get(key), theirs.get(key), lower))
-        rows.append([f"vs {peer}", *cells])
+    for subject in (s for s in SUBJECTS if s in servers):
+        mine = servers[subject]["scenarios"]
+        for peer, info in servers.items():
+            if peer in SUBJECTS:
+                continue
+            cells = []
+            for _, scenario, key, lower in metrics:
+                theirs = info["scenarios"].get(scenario) or {}
+                cells.append(_ratio((mine.get(scenario) or {}).get(key), theirs.get(key),
+                                    lower))
+            rows.append([f"{subject} vs {peer}", *cells])
     if not rows:
         return []
     return _table(["Conveyor ÷ peer", *[title for title, *_ in metrics]], rows)
@@ -112,7 +115,7 @@ def _get(results: dict[str, Any], server: str, scenario: str, key: str) -> Any:
 def targets(results: dict[str, Any]) -> list[tuple[str, str, bool | None]]:
     """The issue's targets: (what, measured, met?); met is None when not measured."""
     peers = [name for name in results["servers"]
-             if name != SUBJECT and name not in YARDSTICKS]
+             if name not in SUBJECTS and name not in YARDSTICKS]
     peer_rates = [(_get(results, p, "batched", "messages_per_s"), p) for p in peers]
     fastest_peer = max(((r, p) for r, p in peer_rates if r), default=(None, None))
 

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import time
 
+from mypy_extensions import mypyc_attr
 
+
+@mypyc_attr(allow_interpreted_subclasses=True)  # compiled (setup.py); tests subclass it
 class Clock:
     """Wall-clock time in milliseconds, corrected to a shared store's, plus what tests
     moved it by; and a monotonic clock for how long things take."""

@@ -156,7 +156,7 @@ def _arn(member: str) -> Callable[[Request, RequestContext], list[Name]]:
 
 def _dead_letter_target(req: Request, ctx: RequestContext) -> list[Name]:
     """The queue a RedrivePolicy attribute names, read as the service reads it
-    (service/redrive.py, check_redrive), so the two cannot disagree on which it is."""
+    (service/redrive.py's check_redrive), so the two cannot disagree on which it is."""
     attributes = req.get("Attributes")
     text = attributes.get("RedrivePolicy") if isinstance(attributes, dict) else None
     if not text:

@@ -35,6 +35,7 @@ import re
 from typing import Any, TypeGuard
 
 import orjson
+from mypy_extensions import trait
 
 from conveyor.service.activity import FAILED
 from conveyor.service.base import ServiceBase
@@ -67,6 +68,7 @@ _REASON = re.compile(r"[a-z0-9][a-z0-9_.:-]*")
 Request = dict[str, Any]
 
 
+@trait  # one of Service's parts (setup.py: mypyc compiles them as traits)
 class AttemptActions(ServiceBase):
     async def record_attempts(self, ctx: RequestContext, req: Request) -> dict[str, Any]:
         queue = await self.queue(ctx, _url(req))

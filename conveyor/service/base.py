@@ -231,10 +231,6 @@ class ServiceBase:
     def forget(self, queue: QueueRecord) -> None:
         self._queues.pop((queue.region, queue.name), None)
 
-    async def check_redrive(self, ctx: RequestContext, queue: QueueRecord) -> None:
-        """Validate a queue's RedrivePolicy / RedriveAllowPolicy (see redrive.py)."""
-        raise NotImplementedError
-
 
 def queue_name_from(url_or_name: str, account_id: str) -> str | None:
     """`http://host/<account>/<name>` or `<name>` → name; None when it cannot name a queue

@@ -24,6 +24,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from mypy_extensions import trait
+
 from conveyor.service.base import ServiceBase
 from conveyor.service.context import RequestContext
 from conveyor.store.base import QueueRecord
@@ -49,6 +51,7 @@ def with_paused(values: dict[str, str], paused: bool) -> dict[str, str]:
     return {**kept, PAUSED: "true"} if paused else kept
 
 
+@trait  # one of Service's parts (setup.py: mypyc compiles them as traits)
 class ControlActions(ServiceBase):
     async def pause_queue(self, ctx: RequestContext, req: Request) -> dict[str, Any]:
         await self._set_paused(ctx, req, True)

@@ -21,6 +21,8 @@ ResourceNotFoundException; a new queue of the name lists none of them).
 
 from __future__ import annotations
 
+from mypy_extensions import trait
+
 from conveyor import lease_names
 from conveyor.service.workers import WorkerActions
 from conveyor.sqs.errors import QueueDoesNotExist
@@ -46,6 +48,7 @@ KEPT = {
 RECORDS = {**ENDED, **KEPT}
 
 
+@trait  # one of Service's parts (setup.py: mypyc compiles them as traits)
 class QueueEndings(WorkerActions):
     async def end_queue(self, queue: QueueRecord) -> None:
         """Delete the queue with every record keyed by it, here and in the store."""

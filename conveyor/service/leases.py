@@ -22,6 +22,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from mypy_extensions import trait
+
 from conveyor.service.base import ServiceBase
 from conveyor.service.context import RequestContext
 from conveyor.sqs.errors import InvalidParameterValue, MissingParameter, SqsError
@@ -40,6 +42,7 @@ class ConditionalCheckFailed(SqsError):
     """Another holder has the lease (its wire facts: errors.WIRE)."""
 
 
+@trait  # one of Service's parts (setup.py: mypyc compiles them as traits)
 class LeaseActions(ServiceBase):
     async def acquire_lease(self, ctx: RequestContext, req: Request) -> dict[str, Any]:
         name, holder, ttl_ms = _name(req), _holder(req), checked_ttl_ms(req)

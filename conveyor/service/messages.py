@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
+from mypy_extensions import trait
 
 from conveyor.ids import UuidSequence
 from conveyor.service import attributes as attrs
@@ -69,6 +70,7 @@ class ReceivePlan:
     answer_extra: dict[str, Any] = field(default_factory=dict)
 
 
+@trait  # one of Service's parts (setup.py: mypyc compiles them as traits)
 class MessageActions(ServiceBase):
     # --- send -------------------------------------------------------------------------
 

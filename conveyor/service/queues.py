@@ -6,11 +6,13 @@ from dataclasses import replace
 from typing import Any
 
 import orjson
+from mypy_extensions import trait
 
 from conveyor.service import attributes as attrs
 from conveyor.service import controls, rules, validate
 from conveyor.service.context import RequestContext
 from conveyor.service.identity import QueueEndings
+from conveyor.service.redrive import check_redrive
 from conveyor.sqs.errors import (
     InvalidAttributeName,
     InvalidAttributeValue,
@@ -25,6 +27,7 @@ from conveyor.store.base import Counts, QueueRecord, StoredMessage
 Request = dict[str, Any]
 
 
+@trait  # one of Service's parts (setup.py: mypyc compiles them as traits)
 class QueueActions(QueueEndings):
     async def create_queue(self, ctx: RequestContext, req: Request) -> dict[str, Any]:
         name = req["QueueName"]
@@ -53,7 +56,7 @@ class QueueActions(QueueEndings):
                 "queue before you can create another with the same name.")
         values = attrs.at_creation(attrs.apply(attrs.defaults(self.limits, fifo), wanted))
         draft = QueueRecord(0, ctx.region, name, values, tags, now_s, now_s)
-        await self.check_redrive(ctx, draft)
+        await check_redrive(self, ctx, draft)
         queue = await self.store.create_queue(ctx.region, name, values, tags, now_s)
         self.forget(queue)
         self.log.info("created queue %s in %s", name, ctx.region)
@@ -158,7 +161,7 @@ class QueueActions(QueueEndings):
         attrs.check_encryption(checked)
         draft = replace(queue, attributes=attrs.apply(queue.attributes, checked))
         attrs.check_delays(draft.attributes, self.limits)
-        await self.check_redrive(ctx, draft)
+        await check_redrive(self, ctx, draft)
         draft.modified_s = self.clock.now_s()
         await self.store.update_queue(draft)
         self.forget(queue)

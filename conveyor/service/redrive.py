@@ -8,6 +8,7 @@ import uuid
 from typing import Any
 
 import orjson
+from mypy_extensions import trait
 
 from conveyor.service import rules
 from conveyor.service.base import ServiceBase
@@ -27,45 +28,47 @@ MOVE_STEP_S = 0.2  # how often running move tasks move their next slice
 MOVE_LOCK = "conveyor.move-tasks"
 
 
+async def check_redrive(service: ServiceBase, ctx: RequestContext, queue: QueueRecord) -> None:
+    """Refuse a RedrivePolicy / RedriveAllowPolicy SQS would refuse."""
+    allow_text = queue.attributes.get("RedriveAllowPolicy")
+    if allow_text:
+        _parse_allow_policy(allow_text)
+    policy_text = queue.attributes.get("RedrivePolicy")
+    if not policy_text:
+        return
+    policy = orjson.loads(policy_text)
+
+    def bad(reason: str) -> InvalidParameterValue:
+        return invalid_value(policy_text, "RedrivePolicy", reason)
+
+    count = policy.get("maxReceiveCount")
+    try:
+        count = int(count)
+    except (TypeError, ValueError):
+        raise bad("Redrive policy maxReceiveCount must be an integer.") from None
+    if not 1 <= count <= service.limits.max_receive_count:
+        raise bad(f"Value {count} for parameter maxReceiveCount is invalid. Reason: Must be "
+                  f"between 1 and {service.limits.max_receive_count}.")
+    arn = parse_arn(str(policy.get("deadLetterTargetArn", "")))
+    if arn is None:
+        raise bad("Invalid value for deadLetterTargetArn.")
+    if arn.account_id != ctx.account_id or arn.region != queue.region:
+        raise bad("Dead-letter target must be in the same account and region.")
+    try:
+        dlq = await service.queue(ctx, arn.name)
+    except SqsError:
+        raise bad("Dead letter target does not exist.") from None
+    if dlq.fifo != queue.fifo:
+        raise bad("Dead-letter queue must be the same type (standard or FIFO) as the "
+                  "source queue.")
+    if not _allows(dlq, ctx.queue_arn(queue.name, queue.region)):
+        raise bad("Dead-letter queue does not allow this source queue (RedriveAllowPolicy).")
+    policy["maxReceiveCount"] = count
+    queue.attributes["RedrivePolicy"] = orjson.dumps(policy).decode()
+
+
+@trait  # one of Service's parts (setup.py: mypyc compiles them as traits)
 class RedriveActions(ServiceBase):
-    async def check_redrive(self, ctx: RequestContext, queue: QueueRecord) -> None:
-        """Refuse a RedrivePolicy / RedriveAllowPolicy SQS would refuse."""
-        allow_text = queue.attributes.get("RedriveAllowPolicy")
-        if allow_text:
-            _parse_allow_policy(allow_text)
-        policy_text = queue.attributes.get("RedrivePolicy")
-        if not policy_text:
-            return
-        policy = orjson.loads(policy_text)
-
-        def bad(reason: str) -> InvalidParameterValue:
-            return invalid_value(policy_text, "RedrivePolicy", reason)
-
-        count = policy.get("maxReceiveCount")
-        try:
-            count = int(count)
-        except (TypeError, ValueError):
-            raise bad("Redrive policy maxReceiveCount must be an integer.") from None
-        if not 1 <= count <= self.limits.max_receive_count:
-            raise bad(f"Value {count} for parameter maxReceiveCount is invalid. Reason: Must be "
-                      f"between 1 and {self.limits.max_receive_count}.")
-        arn = parse_arn(str(policy.get("deadLetterTargetArn", "")))
-        if arn is None:
-            raise bad("Invalid value for deadLetterTargetArn.")
-        if arn.account_id != ctx.account_id or arn.region != queue.region:
-            raise bad("Dead-letter target must be in the same account and region.")
-        try:
-            dlq = await self.queue(ctx, arn.name)
-        except SqsError:
-            raise bad("Dead letter target does not exist.") from None
-        if dlq.fifo != queue.fifo:
-            raise bad("Dead-letter queue must be the same type (standard or FIFO) as the "
-                      "source queue.")
-        if not _allows(dlq, ctx.queue_arn(queue.name, queue.region)):
-            raise bad("Dead-letter queue does not allow this source queue (RedriveAllowPolicy).")
-        policy["maxReceiveCount"] = count
-        queue.attributes["RedrivePolicy"] = orjson.dumps(policy).decode()
-
     async def list_dead_letter_source_queues(self, ctx: RequestContext,
                                              req: Request) -> dict[str, Any]:
         dlq = await self.queue(ctx, req["QueueUrl"])

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
+from mypy_extensions import trait
 
 from conveyor import lease_names
 from conveyor.service.base import ServiceBase
@@ -68,6 +69,7 @@ class WorkerRecord:
     last_seen_ms: int
 
 
+@trait  # one of Service's parts (setup.py: mypyc compiles them as traits)
 class WorkerActions(ServiceBase):
     async def announce_worker(self, ctx: RequestContext, req: Request) -> dict[str, Any]:
         worker_id, queue = _text(req, "WorkerId", ID_PATTERN), _text(req, "Queue", ID_PATTERN)
