@@ -44,6 +44,7 @@ import logging
 import os
 import random
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import asdict
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -909,7 +910,7 @@ class PostgresStore:
             if ending.failed_tasks:
                 await db.executemany(
                     "UPDATE conveyor_move_tasks SET record=$2::jsonb WHERE handle=$1",
-                    [(t.handle, _json(t.__dict__)) for t in ending.failed_tasks])
+                    [(t.handle, _json(asdict(t))) for t in ending.failed_tasks])
             await db.execute(
                 "DELETE FROM conveyor_leases WHERE region=$1 AND (name = ANY($2::text[])"
                 " OR EXISTS (SELECT 1 FROM unnest($3::text[]) p WHERE starts_with(name, p)))",
@@ -1273,7 +1274,7 @@ class PostgresStore:
                 "INSERT INTO conveyor_move_tasks SELECT $1, $2, $3::jsonb WHERE EXISTS"
                 " (SELECT 1 FROM conveyor_queues WHERE id=$2 FOR KEY SHARE) ON CONFLICT (handle)"
                 " DO UPDATE SET record=EXCLUDED.record", task.handle, task.source_queue_id,
-                _json(task.__dict__))
+                _json(asdict(task)))
 
     async def lease_acquire(self, region: str, name: str, holder: str, ttl_ms: int,
                             now_ms: int) -> LeaseRecord | None:

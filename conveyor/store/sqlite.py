@@ -30,6 +30,7 @@ import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
+from dataclasses import asdict
 from pathlib import Path
 from typing import IO, Any, Self, TypeVar
 
@@ -502,7 +503,7 @@ class SqliteStore:
             db.execute("DELETE FROM move_tasks WHERE source_queue_id=?", (queue.id,))
             db.execute("DELETE FROM activity WHERE queue_id=?", (queue.id,))
             db.executemany("UPDATE move_tasks SET record=? WHERE handle=?",
-                           [(_json(t.__dict__), t.handle) for t in ending.failed_tasks])
+                           [(_json(asdict(t)), t.handle) for t in ending.failed_tasks])
             db.executemany("DELETE FROM leases WHERE region=? AND name=?",
                            [(queue.region, name) for name in ending.lease_names])
             db.executemany("DELETE FROM leases WHERE region=? AND substr(name, 1, ?)=?",
@@ -923,7 +924,7 @@ class SqliteStore:
         async with self._write() as db:
             db.execute("INSERT OR REPLACE INTO move_tasks SELECT ?1, ?2, ?3"
                        " WHERE EXISTS (SELECT 1 FROM queues WHERE id=?2)",
-                       (task.handle, task.source_queue_id, _json(task.__dict__)))
+                       (task.handle, task.source_queue_id, _json(asdict(task))))
 
     async def lease_acquire(self, region: str, name: str, holder: str, ttl_ms: int,
                             now_ms: int) -> LeaseRecord | None:
