@@ -418,7 +418,7 @@ def main() -> None:
     parser.add_argument("--parts", nargs="+", default=["inprocess", "server"],
                         choices=["inprocess", "server"])
     parser.add_argument("--servers", nargs="+", default=["conveyor", "python-floor"],
-                        choices=["conveyor", "python-floor"])
+                        choices=["conveyor", "conveyor-compiled", "python-floor"])
     parser.add_argument("--_counted", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--_labels", help=argparse.SUPPRESS)
     args = parser.parse_args()

@@ -141,7 +141,7 @@ def conveyor_launch(port: int, extra_args: list[str]) -> Launch:
     data_dir = Path(tempfile.mkdtemp(prefix="conveyor-bench-"))
     argv = [sys.executable, "-m", "conveyor", "server", "--port", str(port),
             "--data-dir", str(data_dir), *extra_args]
-    return Launch(argv, "/health", _pkg_version("conveyor"), cleanup_dirs=[data_dir])
+    return Launch(argv, "/health", _pkg_version("conveyor-sqs"), cleanup_dirs=[data_dir])
 
 
 def conveyor_compiled_launch(port: int, extra_args: list[str]) -> Launch:
@@ -151,7 +151,7 @@ def conveyor_compiled_launch(port: int, extra_args: list[str]) -> Launch:
     if not python.exists():
         raise PeerUnavailable("no compiled build: make test-compiled makes .venv-compiled/")
     launch = conveyor_launch(port, extra_args)
-    launch.argv[:3] = [str(python), "-P", "-m"]
+    launch.argv[:1] = [str(python), "-P"]
     return launch
 
 
