@@ -60,7 +60,7 @@ def test_command_and_version_come_from_the_venv(installed: Installed) -> None:
     assert Path(module_file).is_relative_to(installed.venv), module_file
     version = installed.run(installed.conveyor, "--version")
     assert version.returncode == 0, version.stderr
-    assert version.stdout.strip() == f"conveyor, version {dist_version}"
+    assert version.stdout.strip() == f"conveyor {dist_version} (pure Python)"  # conveyor/build.py
     assert installed.run(installed.python, "-m", "conveyor", "--help").returncode == 0
 
 

@@ -15,6 +15,7 @@ message's own.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import time
 from dataclasses import dataclass, field
@@ -114,8 +115,11 @@ class ScheduledApp:
             if self.mode() == "refusing":
                 await self._down()
             elif self._server is None:
-                self._server = await asyncio.start_server(self._serve, "127.0.0.1", self.port,
-                                                          reuse_address=True)
+                # The port held for a moment by another socket: next tick. (Uncaught, this
+                # task ended silently and the app stayed down for the rest of the run.)
+                with contextlib.suppress(OSError):
+                    self._server = await asyncio.start_server(self._serve, "127.0.0.1",
+                                                              self.port, reuse_address=True)
             await asyncio.sleep(0.02)
 
     async def _down(self) -> None:
