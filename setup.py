@@ -6,6 +6,9 @@ says which build is running."""
 
 import os
 from glob import glob
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent  # the lists hold for any working directory
 
 # The modules a request runs through (BENCHMARKS.md, "Per message"). Each must pass mypy
 # (tests/test_build.py): mypyc trusts the annotations and checks them at run time. The
@@ -15,7 +18,7 @@ from glob import glob
 # made for every message write theirs out (init=False). Left out: sqs/errors.py, whose
 # classes' codes are read off the class.
 COMPILED = [
-    *sorted(glob("conveyor/service/*.py")),
+    *sorted(glob("conveyor/service/*.py", root_dir=HERE)),
     "conveyor/server/app.py",
     "conveyor/server/authz.py",
     "conveyor/server/http.py",
@@ -34,7 +37,7 @@ COMPILED = [
 # The modules around them stay interpreted: their types are read, not held to mypy.
 MYPY_FLAGS = ["--ignore-missing-imports", "--follow-imports=silent"]
 
-MYPY = "mypy==2.4.1"  # the compiler; also the one tests/test_build.py checks the types with
+MYPY = "mypy==2.4.1"  # the compiler; the dev extra pins the same for tests/test_build.py
 
 if __name__ == "__main__":  # as setuptools runs it (tests/test_build.py only reads the lists)
     from setuptools import setup
