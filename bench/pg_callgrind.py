@@ -47,10 +47,10 @@ START_TIMEOUT_S = 300.0  # initdb's server under valgrind
 
 def _postgres_bin() -> Path:
     sys.path.insert(0, str(peers.REPO_DIR))
-    from tests.pg_instance import _bin_dir, _unavailable
+    from tests.pg_instance import _unavailable, postgres_bin_dir
 
     reason = _unavailable()
-    bin_dir = _bin_dir()
+    bin_dir = postgres_bin_dir()
     if reason is not None or bin_dir is None:
         raise SystemExit(f"cannot start a PostgreSQL instance: {reason}")
     return bin_dir

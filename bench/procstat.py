@@ -70,14 +70,20 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
-def tree_cpu_s(pid: int) -> float:
-    """CPU seconds used so far by pid and everything it started."""
-    total = 0.0
+def tree_times(pid: int) -> tuple[float, float]:
+    """User and system CPU seconds used so far by pid and everything it started."""
+    user = system = 0.0
     for member in [pid, *descendants(pid)]:
         stat = read_stat(member)
         if stat is not None:
-            total += stat.own_cpu_s + stat.reaped_children_cpu_s
-    return total
+            user += stat.utime_s + stat.cutime_s
+            system += stat.stime_s + stat.cstime_s
+    return user, system
+
+
+def tree_cpu_s(pid: int) -> float:
+    """CPU seconds used so far by pid and everything it started."""
+    return sum(tree_times(pid))
 
 
 def tree_rss_mib(pid: int) -> float:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import peers
+import procstat
 import report
 from profile_server import profile_server
 from sqs_load import LoadSettings, add_load_arguments, run_scenario, settings_from
@@ -101,11 +102,18 @@ def _run_one(scenario: str, server: peers.RunningServer,
              settings: LoadSettings) -> dict[str, Any]:
     print(f"[bench] {scenario:9} {server.name} ...", file=sys.stderr, flush=True)
     started = time.monotonic()
+    user_before, system_before = procstat.tree_times(server.pid)
     try:
         result = run_scenario(scenario, server.endpoint, settings, server.cpu_s)
     except Exception as exc:  # noqa: BLE001 - one failing server must not stop the run
         result = {"error": f"{type(exc).__name__}: {exc}"[:200]}
     result["wall_s"] = round(time.monotonic() - started, 1)
+    # The kernel's share of the server's CPU (system calls, the loopback's TCP), which
+    # instruction counts of the process do not see.
+    user_after, system_after = procstat.tree_times(server.pid)
+    user, system = user_after - user_before, system_after - system_before
+    if user + system > 0:
+        result["server_system_share"] = round(system / (user + system), 3)
     print(f"[bench]   {json.dumps(result)}", file=sys.stderr, flush=True)
     if server.proc.poll() is not None:
         print(f"[bench] {server.name} exited ({server.proc.returncode}); see {server.log_path}",

@@ -59,34 +59,38 @@ def test_combine_takes_the_median_and_keeps_the_rounds() -> None:
     assert combined["rounds"] == rounds
 
 
-def _results(conveyor: dict, peer_rate: float) -> dict:
-    return {"servers": {
-        "conveyor": {"version": "0", "storage": "s", "scenarios": conveyor},
-        "fauxqs": {"version": "1", "storage": "m",
-                   "scenarios": {"batched": {"messages_per_s": peer_rate}}},
-    }}
+def _results(conveyor: dict, fauxqs: dict, floor: dict | None = None) -> dict:
+    servers = {"conveyor": {"version": "0", "storage": "s", "scenarios": conveyor},
+               "fauxqs": {"version": "1", "storage": "m", "scenarios": fauxqs}}
+    if floor is not None:
+        servers["python-floor"] = {"version": "-", "storage": "m", "scenarios": floor}
+    return {"servers": servers}
 
 
 def test_targets_are_judged_against_the_issue() -> None:
     results = _results({
-        "batched": {"messages_per_server_cpu_s": 25_000.0, "messages_per_s": 900.0},
-        "unbatched": {"messages_per_server_cpu_s": 2_000.0},
+        "batched": {"messages_per_server_cpu_s": 13_000.0, "messages_per_s": 900.0},
+        "unbatched": {"messages_per_server_cpu_s": 1_100.0},
         "longpoll": {"pickup_p50_ms": 3.0},
-    }, peer_rate=1000.0)
-    met = [ok for _, _, ok in report.targets(results)]
-    assert met == [True, False, False, True]
+    }, fauxqs={"batched": {"messages_per_server_cpu_s": 10_000.0, "messages_per_s": 1000.0},
+               "unbatched": {"messages_per_server_cpu_s": 1_000.0}},
+       floor={"batched": {"messages_per_server_cpu_s": 20_000.0},
+              "unbatched": {"messages_per_server_cpu_s": 1_800.0}})
+    judged = [(value, ok) for _, value, ok in report.targets(results)]
+    assert judged == [("1.30x", True), ("0.65x", True), ("1.10x", False), ("0.61x", True),
+                      ("900", False), ("3.00", True)]
 
 
 def test_unmeasured_targets_are_not_called_met() -> None:
-    met = [ok for _, _, ok in report.targets(_results({}, peer_rate=1000.0))]
-    assert met == [None, None, None, None]
+    met = [ok for _, _, ok in report.targets(_results({}, fauxqs={}))]
+    assert met == [None] * 6
 
 
 def test_a_yardstick_is_never_the_fastest_peer() -> None:
-    results = _results({"batched": {"messages_per_s": 900.0}}, peer_rate=800.0)
-    results["servers"]["python-floor"] = {
-        "version": "-", "storage": "m", "scenarios": {"batched": {"messages_per_s": 5000.0}}}
-    what, _, met = report.targets(results)[1]
+    results = _results({"batched": {"messages_per_s": 900.0}},
+                       fauxqs={"batched": {"messages_per_s": 800.0}},
+                       floor={"batched": {"messages_per_s": 5000.0}})
+    what, _, met = report.targets(results)[4]
     assert "fauxqs: 800" in what
     assert met is True
 
