@@ -30,11 +30,14 @@ test: $(VENV)/.test-deps
 	$(BIN)/ruff check conveyor tests bench setup.py
 	$(BIN)/python -m pytest -q
 
-# The compiled build (setup.py): its wheel in a venv of its own, then the tests of the request
-# path on it. PYTHONSAFEPATH and --import-mode=append keep this checkout's pure-Python
-# conveyor/ off sys.path, for the tests and for every server they start.
+# The compiled build (setup.py): its wheel in a venv of its own, then the suite on it, but for
+# tests/packaging (it packages this checkout's source: the pure build) and tests/cluster (the
+# PostgreSQL nodes' fault runs, ten minutes; the store they test is not compiled, and
+# tests/store runs its PostgreSQL tests here). PYTHONSAFEPATH and --import-mode=append keep
+# this checkout's pure-Python conveyor/ off sys.path, for the tests and for every server and
+# worker they start.
 COMPILED_VENV := .venv-compiled
-COMPILED_TESTS ?= tests/server tests/store tests/service tests/test_build.py
+COMPILED_TESTS ?= tests --ignore=tests/packaging --ignore=tests/cluster
 test-compiled: $(VENV)/.test-deps
 	rm -rf build dist/compiled
 	CONVEYOR_COMPILE=1 $(BIN)/python -m pip wheel -q --no-deps --no-build-isolation \

@@ -69,7 +69,8 @@ def scenario_table(scenario: str, servers: dict[str, Any]) -> list[str]:
             continue
         cells = [result.get("error", "")] if "error" in result else [
             _fmt(result.get(key)) for _, key in columns]
-        rows.append([f"{name} {info['version']}", info["storage"], *cells])
+        version = "" if info["version"] in ("", "-") else f" {info['version']}"
+        rows.append([f"{name}{version}", info["storage"], *cells])
     return _table(["server", "store", *[title for title, _ in columns]], rows)
 
 

@@ -1,6 +1,6 @@
 """A client process the sweeper tests SIGKILL: it creates a host queue and waits to die.
 
-Usage: python -m tests.tempqueues.orphan_client ENDPOINT PREFIX RETENTION_S
+Usage: python tests/tempqueues/orphan_client.py ENDPOINT PREFIX RETENTION_S
 Prints the host queue's URL on one line once it exists.
 """
 
@@ -8,9 +8,14 @@ from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
 
-from conveyor.tempqueues import TemporaryQueuesClient
-from tests.support import sqs_client
+# The checkout goes last on the path, for `tests`: an installed conveyor (the compiled
+# build's, `make test-compiled`) stays the one imported.
+sys.path.append(str(Path(__file__).resolve().parents[2]))
+
+from conveyor.tempqueues import TemporaryQueuesClient  # noqa: E402
+from tests.support import sqs_client  # noqa: E402
 
 
 def main() -> None:

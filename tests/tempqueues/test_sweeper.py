@@ -8,6 +8,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from conveyor.tempqueues import TemporaryQueuesClient
@@ -15,8 +16,6 @@ from conveyor.tempqueues.names import HEARTBEAT_TAG, RETENTION_TAG
 from tests.support import ServerProcess
 
 from .test_virtual import wait_until
-
-ROOT = __file__.rsplit("/tests/", 1)[0]
 
 
 def exists(sqs: Any, url: str) -> bool:
@@ -35,8 +34,8 @@ def test_killed_clients_host_queue_is_swept(server: ServerProcess, prefix: str,
                                             make_temporary: Callable[..., TemporaryQueuesClient]
                                             ) -> None:
     child = subprocess.Popen(
-        [sys.executable, "-m", "tests.tempqueues.orphan_client", server.url, prefix, "2"],
-        stdout=subprocess.PIPE, text=True, cwd=ROOT)
+        [sys.executable, str(Path(__file__).with_name("orphan_client.py")), server.url, prefix,
+         "2"], stdout=subprocess.PIPE, text=True)
     try:
         orphan = child.stdout.readline().strip() if child.stdout else ""
         assert orphan.rsplit("/", 1)[1].startswith(prefix)
