@@ -211,8 +211,10 @@ def test_on_moto_attempts_are_logged_and_the_worker_carries_on(moto_sqs_url: str
                 "MessageId"] for i in range(2)]
             await wait_until(lambda: queue_total(moto, url) == 0, what="both deleted")
             await wait_until(lambda: len(app.requests) == 6, what="six POSTs")
-            calls = worker.metrics.value("conveyor_worker_api_calls_total",
-                                         action="RecordAttempts", outcome="HTTP500")
+        # Read once the worker has stopped: it records attempts in the background, so the
+        # refused call may come after the deletes (at the latest, in the drain).
+        calls = worker.metrics.value("conveyor_worker_api_calls_total",
+                                     action="RecordAttempts", outcome="HTTP500")
         return ids, calls
 
     with caplog.at_level(logging.DEBUG, logger="conveyor.worker"):

@@ -182,16 +182,16 @@ class Run:
         found = []
         for group in sorted(set(self.groups.values())):
             members = [b for b in self.bodies if self.groups[b] == group and posts.get(b)]
-            previous_end = -1.0
+            previous, previous_end = "", -1.0
             for body in members:
                 mine = posts[body]
                 if mine[0].started_s < previous_end:
                     found.append(f"group {group}: {body} POSTed before the one before it was "
-                                 "done")
+                                 f"done: {_timeline(posts[previous] + mine)}")
                 for earlier, later in zip(mine, mine[1:], strict=False):
                     if later.started_s < _end(earlier):
                         found.append(f"group {group}: {body} POSTed twice at once")
-                previous_end = _end(mine[-1])
+                previous, previous_end = body, _end(mine[-1])
         return found
 
 
@@ -200,6 +200,13 @@ def _end(post: Post) -> float:
     if post.answer == "hang":
         return min(post.ended_s, post.started_s + INACTIVITY_S)
     return post.ended_s - 0.05  # the answer's last byte may be written after it is read
+
+
+def _timeline(posts: list[Post]) -> str:
+    """Each POST as its body, answer and receive count from start to end (in seconds)."""
+    return ", ".join(f"{post.body.decode()} {post.answer}@{post.receive_count} "
+                     f"{post.started_s % 1000:.3f}-{post.ended_s % 1000:.3f}"
+                     for post in sorted(posts, key=lambda post: post.started_s))
 
 
 def _answers(posts: list[Post]) -> str:
