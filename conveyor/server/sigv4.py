@@ -34,7 +34,7 @@ import re
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
-from typing import NamedTuple, Protocol
+from typing import Protocol
 from urllib.parse import parse_qsl, quote
 
 from conveyor.service.validate import plain_name
@@ -74,20 +74,23 @@ class Secret(Protocol):
     def session_token(self) -> str | None: ...
 
 
-class Claim(NamedTuple):
+# A class with __init__ written out, not a NamedTuple: one is made per request, and mypyc
+# compiles this one (setup.py) where a NamedTuple's __new__ stays interpreted.
+class Claim:
     """What a request says about its signature (nothing here is trusted yet)."""
 
-    access_key: str
-    date: str  # the credential scope's YYYYMMDD
-    region: str
-    service: str
-    terminator: str
-    signed_headers: tuple[str, ...]
-    signature: str
-    amz_date: str
-    expires_s: int | None  # presigned URLs only
-    token: str | None
-    presigned: bool
+    __slots__ = ("access_key", "date", "region", "service", "terminator", "signed_headers",
+                 "signature", "amz_date", "expires_s", "token", "presigned")
+
+    def __init__(self, access_key: str, date: str, region: str, service: str,
+                 terminator: str, signed_headers: tuple[str, ...], signature: str,
+                 amz_date: str, expires_s: int | None, token: str | None,
+                 presigned: bool) -> None:
+        self.access_key, self.date, self.region = access_key, date, region  # date: YYYYMMDD
+        self.service, self.terminator, self.signed_headers = service, terminator, signed_headers
+        self.signature, self.amz_date = signature, amz_date
+        self.expires_s = expires_s  # presigned URLs only
+        self.token, self.presigned = token, presigned
 
 
 def read(query: str, headers: dict[str, str]) -> Claim | None:
