@@ -6,7 +6,8 @@ Modes (one at a time, each for a stretch of the schedule):
 - slow: 200 after a short pause (well within InactivityTimeout);
 - 500; 429 with Retry-After: 1;
 - close: 200 whose body is delimited by closing the connection (RFC 9112 §6.3 (8));
-- hang: no answer until past InactivityTimeout (the worker times out after sending).
+- hang: no answer; the request ends when the worker gives up on it (InactivityTimeout: it
+  closes the connection), or after `hang_s` at the latest.
 The poison message is always answered 500. What the app answered is what the checker
 counts: a 2xx it sent is final; every other answer (or a hang) is one failure of the
 message's own.
@@ -159,18 +160,22 @@ class ScheduledApp:
         self.posts.append(post)
         mode = "500" if body == POISON else self.mode()
         try:
-            return await self._answer(mode, post, writer)
+            return await self._answer(mode, post, reader, writer)
         finally:
             post.ended_s = time.monotonic()
 
-    async def _answer(self, mode: str, post: Post, writer: asyncio.StreamWriter) -> bool:
+    async def _answer(self, mode: str, post: Post, reader: asyncio.StreamReader,
+                      writer: asyncio.StreamWriter) -> bool:
         if mode == "refusing":  # went down as this came in: cut it, unanswered (the request
             post.answer = "cut"  # reached the app: a failure of the message, as a hang is)
             writer.transport.abort()
             return False
         if mode == "hang":
             post.answer = "hang"
-            await asyncio.sleep(self.hang_s)
+            # Its end is when the worker gave up, as the app sees it, not a guess from when
+            # it came: under load the app may read a request well after it was sent.
+            with contextlib.suppress(TimeoutError, ConnectionError):
+                await asyncio.wait_for(reader.read(), self.hang_s)  # b"" once closed
             writer.transport.abort()
             return False
         if mode == "slow":
