@@ -36,13 +36,11 @@ test: $(VENV)/.test-deps
 	$(BIN)/python $(PYTEST)
 
 # The compiled build (setup.py): its wheel in a venv of its own, then the suite on it, but for
-# tests/packaging (it packages this checkout's source: the pure build) and tests/cluster (the
-# PostgreSQL nodes' fault runs, ten minutes; the store they test is not compiled, and
-# tests/store runs its PostgreSQL tests here). PYTHONSAFEPATH and --import-mode=append keep
-# this checkout's pure-Python conveyor/ off sys.path, for the tests and for every server and
-# worker they start.
+# tests/packaging (it packages this checkout's source: the pure build). PYTHONSAFEPATH and
+# --import-mode=append keep this checkout's pure-Python conveyor/ off sys.path, for the tests
+# and for every server and worker they start.
 COMPILED_VENV := .venv-compiled
-COMPILED_TESTS ?= tests --ignore=tests/packaging --ignore=tests/cluster
+COMPILED_TESTS ?= tests --ignore=tests/packaging
 test-compiled: $(VENV)/.test-deps
 	rm -rf build dist/compiled
 	CONVEYOR_COMPILE=1 $(BIN)/python -m pip wheel -q --no-deps --no-build-isolation \
