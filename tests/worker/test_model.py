@@ -161,7 +161,7 @@ class Run:
             if dead > 1 or (dead and oks):
                 found.append(f"{body}: dead-lettered {dead} times, answered 2xx {len(oks)}")
         if self.schedule.fifo:
-            found += self._fifo_problems(posts)
+            found += fifo_problems(self.bodies, self.groups, posts)
         if self.capped:
             found += self._cap_problems()
         return found
@@ -178,21 +178,26 @@ class Run:
                              f"{GROUP_CAP})")
         return found
 
-    def _fifo_problems(self, posts: dict[str, list[Post]]) -> list[str]:
-        found = []
-        for group in sorted(set(self.groups.values())):
-            members = [b for b in self.bodies if self.groups[b] == group and posts.get(b)]
-            previous, previous_end = "", -1.0
-            for body in members:
-                mine = posts[body]
-                if mine[0].started_s < previous_end:
-                    found.append(f"group {group}: {body} POSTed before the one before it was "
-                                 f"done: {_timeline(posts[previous] + mine)}")
-                for earlier, later in zip(mine, mine[1:], strict=False):
-                    if later.started_s < _end(earlier):
-                        found.append(f"group {group}: {body} POSTed twice at once")
-                previous, previous_end = body, _end(mine[-1])
-        return found
+
+
+def fifo_problems(bodies: list[str], groups: dict[str, str],
+                  posts: dict[str, list[Post]]) -> list[str]:
+    """FIFO: within a group, each message's first POST after the one before it was done
+    (its last POST), and no message POSTed again while a POST of it was still open."""
+    found = []
+    for group in sorted(set(groups.values())):
+        members = [b for b in bodies if groups[b] == group and posts.get(b)]
+        previous, previous_end = "", -1.0
+        for body in members:
+            mine = posts[body]
+            if mine[0].started_s < previous_end:
+                found.append(f"group {group}: {body} POSTed before the one before it was "
+                             f"done: {_timeline(posts[previous] + mine)}")
+            for earlier, later in zip(mine, mine[1:], strict=False):
+                if later.started_s < _end(earlier):
+                    found.append(f"group {group}: {body} POSTed twice at once")
+            previous, previous_end = body, _end(mine[-1])
+    return found
 
 
 def _end(post: Post) -> float:
@@ -229,3 +234,26 @@ def test_the_promises_hold_on_generated_schedules(server: ServerProcess, sqs: An
                  f"CONVEYOR_MODEL_SEED={seed}\n  " + "\n  ".join(problems)
                  for seed, problems in failed.items()]
         pytest.fail("\n".join(lines))
+
+
+def _post(body: str, answer: str, started_s: float, ended_s: float) -> Post:
+    return Post(f"id-{body}", body.encode(), 1, "g0", started_s, ended_s, answer)
+
+
+@pytest.mark.parametrize(("history", "expected"), [
+    # b went while a's hang was still open (the worker closed it only at 1.0): out of order
+    ({"a": [_post("a", "hang", 0.0, 1.0)], "b": [_post("b", "200", 0.5, 0.6)]},
+     ["group g0: b POSTed before the one before it was done"]),
+    # a hang the app read late (0.3): it ends when the worker closed it (1.0), so b at 1.1
+    # is in order
+    ({"a": [_post("a", "hang", 0.3, 1.0)], "b": [_post("b", "200", 1.1, 1.2)]}, []),
+    # a POSTed again while its first POST was still open
+    ({"a": [_post("a", "500", 0.0, 1.0), _post("a", "200", 0.5, 1.5)]},
+     ["group g0: a POSTed twice at once"]),
+    ({"a": [_post("a", "500", 0.0, 0.2), _post("a", "200", 1.2, 1.3)],
+      "b": [_post("b", "200", 1.4, 1.5)]}, []),
+])
+def test_the_fifo_checker_flags_out_of_order_and_overlapping_posts(
+        history: dict[str, list[Post]], expected: list[str]) -> None:
+    found = fifo_problems(["a", "b"], {"a": "g0", "b": "g0"}, history)
+    assert [line.split(":", 2)[0] + ":" + line.split(":", 2)[1] for line in found] == expected
