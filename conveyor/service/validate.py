@@ -89,9 +89,8 @@ def message_attributes(attributes: Mapping[str, Any], limits: Limits) -> int:
 def attributes_size(attributes: Any) -> int:
     """What message attributes add to a message's size (names, types and values, in
     bytes), counting only what is well formed: validation reports the rest per entry."""
-    if attributes is None:  # most messages: skips the ABC check below (a Python call)
-        return 0
-    if not isinstance(attributes, Mapping):
+    # None first: most messages have no attributes, and it spares them the ABC check.
+    if attributes is None or not isinstance(attributes, Mapping):
         return 0
     size = 0
     for name, value in attributes.items():
